@@ -1,0 +1,63 @@
+# Two commands matter: `make demo` and `make test`. Both set everything up first
+# (Debian packages, .venv, the package and its C fast path) and are idempotent.
+SHELL := /bin/bash
+PY := .venv/bin/python
+PIP := .venv/bin/pip
+APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump
+APT_CMDS := ip nft iperf3 ethtool tcpdump
+FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
+PYTEST_ARGS ?=
+
+.PHONY: all setup apt venv fastpath test lint typecheck unit demo clean bench
+
+all: setup
+
+setup: apt venv fastpath
+
+# Install Debian packages only when a command is missing, so a second run is instant.
+apt:
+	@missing=""; for c in $(APT_CMDS); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $(APT_PKGS)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make: run as root to install $(APT_PKGS)" >&2; exit 2; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+
+venv: .venv/.stamp-installed
+
+.venv/.stamp-installed: pyproject.toml setup.py $(FASTPATH_SRC)
+	@test -x $(PY) || python3 -m venv .venv
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q -e '.[dev]'
+	@touch $@
+
+# Build the cffi extension in place (editable installs do not always place it in the tree).
+fastpath: .venv/.stamp-fastpath
+
+.venv/.stamp-fastpath: .venv/.stamp-installed $(FASTPATH_SRC)
+	$(PY) csrc/build.py --inplace
+	@touch $@
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check . || true
+
+typecheck: setup
+	.venv/bin/mypy
+
+# The suite runs twice: with the C fast path, then with the pure-Python reference.
+test: setup lint typecheck
+	MRC_EXPECT_FASTPATH=1 .venv/bin/pytest -q $(PYTEST_ARGS)
+	MRC_PUREPYTHON=1 .venv/bin/pytest -q $(PYTEST_ARGS)
+
+unit: setup
+	.venv/bin/pytest -q tests/unit tests/sim $(PYTEST_ARGS)
+
+demo: setup
+	.venv/bin/mrc demo failover --out demo-out
+
+bench: setup
+	$(PY) bench/codec.py
+
+clean:
+	rm -rf .venv build *.egg-info mrc_transport/_fastpath*.so mrc_transport/_fastpath.c

@@ -1,0 +1,1 @@
+"""Namespace labs: describe (pure topology) -> plan (pure list of ops) -> apply -> clean."""

@@ -1,0 +1,3 @@
+from mrc_transport.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The `mrc` command: argument parsing and dispatch only.
+
+Each subcommand lives in its own module under mrc_transport/cli/ with two functions:
+``register(subparsers, help_text)`` adds its parser and sets ``func``; the function takes
+the parsed namespace and returns an exit code. A subcommand module keeps its heavy imports
+(scapy, matplotlib, trio) inside its functions so `mrc --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from mrc_transport import __version__
+
+# (module, one-line help) for every subcommand; each module has register(subparsers).
+SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("lab", "build and break a multi-plane Clos fabric of network namespaces"),
+    ("perf", "iperf3-style MRC transfers"),
+    ("demo", "workshop demos: failover and collisions"),
+    ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),
+    ("selftest", "encode and decode packets with the active backend"),
+)
+
+
+class UsageError(Exception):
+    """A bad flag, argument or input file: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage block: scripts and people both read it at a glance.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mrc", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"mrc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"mrc_transport.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"mrc_transport.cli.{name}":
+                raise
+            continue  # not built yet in this checkout
+        module.register(sub, help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return func(args)
+    except UsageError as exc:
+        print(f"mrc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,243 @@
+"""MRC frames: the protocol core's view of a packet, independent of how it is encoded.
+
+The protocol core (mrc_transport/protocol/) consumes and produces these frozen dataclasses;
+the codecs (mrc_transport/wire/codec.py and the C fast path) turn them into complete
+IPv6 packets and back. Byte layouts are in docs/protocol.md; every field below maps to
+exactly one field there. All integers are unsigned and travel big-endian.
+
+Where the layout follows the MRC 1.0 / UET design and where it differs is documented in
+docs/protocol.md, section "Differences from the MRC specification".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+MRC_VERSION = 1
+MRC_UDP_PORT = 4791  # RoCEv2's port, which MRC keeps (mrc-protocol-notes.md)
+
+# Header sizes in bytes (docs/protocol.md).
+IPV6_HEADER_LEN = 40
+UDP_HEADER_LEN = 8
+COMMON_HEADER_LEN = 12
+DATA_HEADER_LEN = COMMON_HEADER_LEN + 24  # psn, msn, msg_offset, msg_len, ts
+SACK_HEADER_LEN = COMMON_HEADER_LEN + 36
+NACK_HEADER_LEN = COMMON_HEADER_LEN + 20
+PROBE_HEADER_LEN = COMMON_HEADER_LEN + 16
+SETUP_HEADER_LEN = COMMON_HEADER_LEN + 20
+CLOSE_HEADER_LEN = COMMON_HEADER_LEN + 4
+
+SACK_BITMAP_BITS = 64
+
+
+class Opcode(enum.IntEnum):
+    """The MRC header's opcode byte."""
+
+    WRITE_FIRST = 0x00
+    WRITE_MIDDLE = 0x01
+    WRITE_LAST = 0x02
+    WRITE_ONLY = 0x03
+    ACK = 0x04
+    SACK = 0x05
+    NACK = 0x06
+    PROBE = 0x07
+    PROBE_REPLY = 0x08
+    SETUP = 0x09
+    SETUP_ACK = 0x0A
+    CLOSE = 0x0B
+    CLOSE_ACK = 0x0C
+
+
+DATA_OPCODES = frozenset(
+    {Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY}
+)
+
+
+class Flags(enum.IntFlag):
+    """The MRC header's flags byte."""
+
+    NONE = 0
+    RTX = 0x01  # this data packet is a retransmission
+    TS = 0x02  # the timestamp field is valid
+    ECN_ECHO = 0x04  # (SACK/ACK/NACK) the acknowledged packet arrived with CE
+    ACK_REQ = 0x08  # (data) the sender asks for an immediate SACK (last of a burst)
+
+
+class NackReason(enum.IntEnum):
+    """Why a receiver NACKed a PSN (MRC NACK reason codes)."""
+
+    TRIMMED = 1
+    TRIMMED_LASTHOP = 2
+    NO_BUFFER = 3
+    PSN_OUT_OF_WINDOW = 4
+    UNKNOWN_CONNECTION = 5
+
+
+class Ecn(enum.IntEnum):
+    """The two ECN bits of the IPv6 traffic class (RFC 3168)."""
+
+    NOT_ECT = 0b00
+    ECT1 = 0b01
+    ECT0 = 0b10
+    CE = 0b11
+
+
+# DSCP classes: acknowledgements and probes travel above data, as MRC's control traffic.
+DSCP_DATA = 26  # AF31
+DSCP_CONTROL = 46  # EF
+
+
+@dataclass(frozen=True, slots=True)
+class Common:
+    """Fields every MRC header starts with."""
+
+    opcode: Opcode
+    """What kind of packet this is."""
+    flags: Flags
+    """RTX, TS, ECN_ECHO, ACK_REQ."""
+    dst_conn: int
+    """32-bit connection id chosen by the receiver of this packet."""
+    src_conn: int
+    """32-bit connection id chosen by the sender of this packet."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataHeader:
+    """A WRITE_* packet: one segment of one message."""
+
+    common: Common
+    psn: int
+    """32-bit packet sequence number; one per data packet, retransmissions keep theirs."""
+    msn: int
+    """32-bit message sequence number; completions are delivered in MSN order."""
+    msg_offset: int
+    """Byte offset of this payload in its message, so the receiver places it out of order."""
+    msg_len: int
+    """Total length of the message in bytes (at most 2**32 - 1)."""
+    ts: int
+    """Sender's transmit time, 64-bit nanoseconds of its own clock; echoed in the SACK."""
+
+
+@dataclass(frozen=True, slots=True)
+class SackHeader:
+    """A SACK (or ACK, the same layout with an empty bitmap)."""
+
+    common: Common
+    cum_psn: int
+    """Every PSN below this one has arrived (the next PSN the receiver expects)."""
+    sack_base: int
+    """PSN of bit 0 of the bitmap."""
+    bitmap: int
+    """64 bits: bit i set means PSN sack_base + i has arrived."""
+    ev: int
+    """The 32-bit EV of the data packet that triggered this SACK (reflected)."""
+    ts: int
+    """The triggering data packet's ts (reflected), for RTT and queueing delay."""
+    ooo_count: int
+    """16-bit count of packets received out of order since the last cumulative advance."""
+    rwnd_penalty: int
+    """16-bit receiver window penalty, in units of 1/65536 of the window (0 = none)."""
+    rwnd: int
+    """Receive window in bytes beyond cum_psn that the sender may have in flight."""
+
+
+@dataclass(frozen=True, slots=True)
+class NackHeader:
+    """A NACK for one PSN."""
+
+    common: Common
+    psn: int
+    """The PSN being NACKed."""
+    reason: NackReason
+    """Why."""
+    ev: int
+    """The EV the NACKed packet arrived on (reflected)."""
+    ts: int
+    """The NACKed packet's ts (reflected)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeHeader:
+    """PROBE or PROBE_REPLY: tests one EV without consuming a PSN."""
+
+    common: Common
+    probe_id: int
+    """32-bit id chosen by the prober, echoed in the reply."""
+    ev: int
+    """In a reply: the EV the probe arrived on. In a probe: 0."""
+    ts: int
+    """In a probe: send time. In a reply: the probe's ts, reflected."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetupHeader:
+    """SETUP or SETUP_ACK: opens a connection."""
+
+    common: Common
+    initial_psn: int
+    """The first PSN this side will send."""
+    rwnd: int
+    """Initial receive window in bytes."""
+    mtu: int
+    """16-bit largest MRC payload this side accepts."""
+    ev_count: int
+    """16-bit number of EVs the sender intends to use (informational)."""
+    ts: int
+    """Send time (SETUP) or reflected SETUP ts (SETUP_ACK), for the first RTT sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseHeader:
+    """CLOSE or CLOSE_ACK: ends a connection after all data is acknowledged."""
+
+    common: Common
+    final_psn: int
+    """One past the last PSN the sender of the CLOSE sent."""
+
+
+Header = DataHeader | SackHeader | NackHeader | ProbeHeader | SetupHeader | CloseHeader
+
+
+@dataclass(frozen=True, slots=True)
+class PathHeader:
+    """Everything outside the MRC header: IPv6, optional SRH, UDP.
+
+    On transmit the codec builds these; on receive it fills them from the packet as it
+    arrived (dst is then the final destination after every uSID shift or SRH step).
+    """
+
+    src: bytes
+    """16-byte IPv6 source address."""
+    dst: bytes
+    """16-byte IPv6 destination address as sent: a uSID container or the first SID.
+    On receive: the destination as it arrived (the final one)."""
+    final_dst: bytes | None = None
+    """Transmit only: the address the packet arrives with, over which the UDP checksum is
+    computed (RFC 8200 8.1). None means segments[-1] with an SRH, else dst itself. A uSID
+    path must set it: the kernel does not fix the checksum when it shifts a uSID."""
+    segments: tuple[bytes, ...] = ()
+    """SRH segment list in path order (first hop first); empty means no SRH."""
+    ev: int = 0
+    """32-bit entropy value: low 20 bits in the flow label, high 16 bits in the UDP
+    source port (docs/protocol.md, "Entropy value")."""
+    dscp: int = DSCP_DATA
+    """6-bit DSCP of the traffic class."""
+    ecn: Ecn = Ecn.ECT0
+    """2-bit ECN field of the traffic class."""
+    dport: int = MRC_UDP_PORT
+    """UDP destination port."""
+    hop_limit: int = 64
+    """IPv6 hop limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """A parsed packet: what ``decode_untrusted`` returns."""
+
+    path: PathHeader
+    """IPv6/SRH/UDP fields as received."""
+    header: Header
+    """The MRC header."""
+    payload: bytes
+    """Data payload (empty for control packets)."""
