@@ -1,0 +1,55 @@
+"""cffi build script for the C fast path (out-of-line API mode).
+
+``setup.py`` names ``csrc/build.py:ffibuilder`` in ``cffi_modules``, so importing this file
+only describes the extension; ``python csrc/build.py --inplace`` (what ``make fastpath``
+runs) compiles it into ``mrc_transport/_fastpath*.so`` in the source tree.
+The cdef is read from ``mrc_fast.h`` so the C and Python views of the API cannot drift
+(the pattern of xattr's ``lib_build.py`` and pynacl's ``bindings/build.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+
+from cffi import FFI
+
+CSRC = pathlib.Path(__file__).resolve().parent
+ROOT = CSRC.parent
+
+ffibuilder = FFI()
+ffibuilder.cdef((CSRC / "mrc_fast.h").read_text())
+ffibuilder.set_source(
+    "mrc_transport._fastpath",
+    '#include <stdint.h>\n#include <stddef.h>\n#include "mrc_fast.h"\n',
+    sources=[str(CSRC / "mrc_fast.c")],
+    include_dirs=[str(CSRC)],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="build the mrc_transport._fastpath extension")
+    parser.add_argument(
+        "--inplace", action="store_true", help="place the extension in mrc_transport/"
+    )
+    args = parser.parse_args(argv)
+    tmpdir = ROOT / "build" / "cffi"
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    so = ffibuilder.compile(tmpdir=str(tmpdir), verbose=False)
+    if args.inplace:
+        target = ROOT / "mrc_transport" / pathlib.Path(so).name
+        # Replace, never rewrite in place: a running process may have the old .so mapped.
+        staging = target.with_suffix(".tmp")
+        shutil.copyfile(so, staging)
+        os.replace(staging, target)
+        print(f"built {target.relative_to(ROOT)}")
+    else:
+        print(f"built {so}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+/* MRC over SRv6 fast path: declarations shared by mrc_fast.c and the cffi cdef.
+ *
+ * csrc/build.py hands this file to cffi's cdef, so it holds only plain C declarations
+ * (no includes, no macros with expressions, no preprocessor conditionals). Byte layouts are
+ * in docs/protocol.md; mrc_transport/wire/codec.py is the reference this code must match
+ * byte for byte (tests/unit/test_fastpath.py checks it).
+ */
+
+/* Error codes: every function returns >= 0 on success and one of these on failure. The
+ * decoder's codes map one-to-one onto BadPacket reasons in mrc_transport/wire/fast.py. */
+enum mrc_err {
+    MRC_OK = 0,
+    MRC_E_NOSPACE = -1,          /* encode: output buffer too small */
+    MRC_E_ARG = -2,              /* encode: a field out of range */
+    MRC_E_IPV6_TRUNCATED = -10,
+    MRC_E_IPV6_VERSION = -11,
+    MRC_E_IPV6_LENGTH = -12,
+    MRC_E_NEXT_HEADER = -13,
+    MRC_E_SRH_TRUNCATED = -20,
+    MRC_E_SRH_TYPE = -21,
+    MRC_E_SRH_LENGTH = -22,
+    MRC_E_SRH_LAST_ENTRY = -23,
+    MRC_E_SRH_SEGMENTS_LEFT = -24,
+    MRC_E_SRH_NEXT_HEADER = -25,
+    MRC_E_SRH_TLV = -26,
+    MRC_E_UDP_TRUNCATED = -30,
+    MRC_E_UDP_LENGTH = -31,
+    MRC_E_UDP_CHECKSUM_ZERO = -32,
+    MRC_E_UDP_CHECKSUM = -33,
+    MRC_E_UDP_PORT = -34,
+    MRC_E_MRC_TRUNCATED = -40,
+    MRC_E_MRC_VERSION = -41,
+    MRC_E_OPCODE = -42,
+    MRC_E_BODY_TRUNCATED = -43,
+    MRC_E_TRAILING = -44,
+    MRC_E_MSG_BOUNDS = -45,
+    MRC_E_FIRST_OFFSET = -46,
+    MRC_E_LAST_END = -47,
+    MRC_E_NACK_REASON = -48,
+    MRC_E_FLAGS = -49,
+    MRC_E_ACK_BITMAP = -50
+};
+
+/* Everything outside the MRC header, for transmit. segments points at n_segments * 16
+ * bytes in path order (first hop first); n_segments == 0 means no SRH. */
+struct mrc_path {
+    uint8_t src[16];
+    uint8_t dst[16];
+    uint8_t final_dst[16];   /* UDP checksum address (RFC 8200 8.1), already resolved */
+    const char *segments;
+    uint32_t n_segments;
+    uint32_t ev;
+    uint8_t dscp;
+    uint8_t ecn;
+    uint8_t hop_limit;
+    uint16_t dport;
+};
+
+/* A prebuilt IPv6 [+ SRH] + UDP header for one path, lengths and checksum left zero, and
+ * the address the checksum covers. Built once per path, reused for every packet on it. */
+struct mrc_template {
+    uint8_t bytes[2096];     /* 40 + 8 + 16 * 128 + 8 */
+    uint32_t len;            /* bytes used; the UDP header is the last 8 */
+    uint8_t final_dst[16];
+};
+
+/* Every MRC header field; each opcode uses its own subset (docs/protocol.md). */
+struct mrc_header {
+    uint8_t opcode;
+    uint8_t flags;
+    uint32_t dst_conn;
+    uint32_t src_conn;
+    uint32_t psn;            /* data, NACK */
+    uint32_t msn;
+    uint32_t msg_offset;
+    uint32_t msg_len;
+    uint64_t ts;             /* every opcode but CLOSE */
+    uint32_t cum_psn;
+    uint32_t sack_base;
+    uint64_t bitmap;
+    uint32_t ev;             /* SACK, NACK, PROBE, PROBE_REPLY: reflected EV */
+    uint16_t ooo_count;
+    uint16_t rwnd_penalty;
+    uint32_t rwnd;           /* SACK, SETUP */
+    uint8_t reason;          /* NACK */
+    uint32_t probe_id;
+    uint32_t initial_psn;
+    uint16_t mtu;
+    uint16_t ev_count;
+    uint32_t final_psn;
+};
+
+/* A parsed packet. Offsets index the caller's buffer, which must outlive the struct. */
+struct mrc_decoded {
+    uint8_t src[16];
+    uint8_t dst[16];
+    uint32_t seg_off;        /* first segment in WIRE order (segments[0] = last hop) */
+    uint32_t n_segments;
+    uint32_t ev;
+    uint8_t dscp;
+    uint8_t ecn;
+    uint8_t hop_limit;
+    uint16_t sport;
+    uint16_t dport;
+    uint32_t l4_off;         /* offset of the UDP header */
+    struct mrc_header hdr;
+    uint32_t payload_off;
+    uint32_t payload_len;
+};
+
+/* RFC 1071 checksum of data (the one's complement of the one's complement sum, plus the
+ * partial sum `initial`), as the integer read big-endian from the wire. */
+uint16_t mrc_internet_checksum(const char *data, size_t len, uint32_t initial);
+
+/* The UDP checksum field for the datagram udp[0:len] from src to dst (RFC 8200 8.1); the
+ * field already in udp is ignored. A computed 0 is returned as 0xffff. */
+uint16_t mrc_udp6_checksum(const uint8_t *src, const uint8_t *dst, const char *udp, size_t len);
+
+/* Build the per-path template. Returns its length or a negative mrc_err. */
+int mrc_template_build(struct mrc_template *t, const struct mrc_path *path);
+
+/* Encode one complete packet into out[0:cap] from a template. Returns the packet length
+ * or a negative mrc_err. */
+int mrc_encode_tmpl(uint8_t *out, size_t cap, const struct mrc_template *t,
+                    const struct mrc_header *hdr, const char *payload, size_t payload_len);
+
+/* The data-packet special case with scalar arguments (no header struct to fill). */
+int mrc_encode_data(uint8_t *out, size_t cap, const struct mrc_template *t,
+                    uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
+                    uint32_t psn, uint32_t msn, uint32_t msg_offset, uint32_t msg_len,
+                    uint64_t ts, const char *payload, size_t payload_len);
+
+/* The SACK/ACK special case with scalar arguments. */
+int mrc_encode_sack(uint8_t *out, size_t cap, const struct mrc_template *t,
+                    uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
+                    uint32_t cum_psn, uint32_t sack_base, uint64_t bitmap, uint32_t ev,
+                    uint64_t ts, uint16_t ooo_count, uint16_t rwnd_penalty, uint32_t rwnd);
+
+/* Encode one complete packet from a path and header. */
+int mrc_encode(uint8_t *out, size_t cap, const struct mrc_path *path,
+               const struct mrc_header *hdr, const char *payload, size_t payload_len);
+
+/* N data packets back to back into out[0:cap]: packet i from templates[tidx[i]],
+ * hdrs[i] and payloads[poffs[i]:poffs[i+1]]. offsets (n + 1 entries) receives where each
+ * packet starts and the total. Returns the total length or a negative mrc_err. */
+int mrc_encode_data_batch(uint8_t *out, size_t cap, const struct mrc_template *templates,
+                          const uint32_t *tidx, const struct mrc_header *hdrs,
+                          const char *payloads, const uint32_t *poffs, uint32_t n,
+                          uint32_t *offsets);
+
+/* Parse buf[0:len] (untrusted). dport < 0 accepts any UDP destination port. Returns
+ * MRC_OK or a negative mrc_err; never reads outside buf[0:len]. */
+int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out);
+
+/* A destination for mrc_send_batch (converted to sockaddr_in6 in C). */
+struct mrc_addr6 {
+    uint8_t addr[16];
+    uint16_t port;           /* host order; 0 for raw sockets */
+    uint32_t flowinfo;
+    uint32_t scope_id;
+};
+
+/* sendmmsg(2) of count packets buf[offsets[i]:offsets[i+1]], non-blocking. Packet i goes
+ * to addrs[i] when n_addrs == count, to addrs[0] when n_addrs == 1, and to the socket's
+ * connected or bound peer (UDP connect, AF_PACKET bind) when n_addrs == 0. Returns the
+ * number sent (0 when the socket would block) or -errno. */
+int mrc_send_batch(int fd, const char *buf, const uint32_t *offsets, uint32_t count,
+                   const struct mrc_addr6 *addrs, uint32_t n_addrs, int flags);
+
+/* recvmmsg(2) of up to count packets, non-blocking, slot i at buf[i * slot_size]. lens[i]
+ * receives each length; truncated[i] is 1 when the packet was larger than its slot.
+ * names (optional, count * name_size bytes) receives each source address, namelens their
+ * lengths (sockaddr_in6 for UDP/raw, sockaddr_ll for AF_PACKET). Returns the number of
+ * packets (0 when none is waiting) or -errno. */
+int mrc_recv_batch(int fd, char *buf, size_t slot_size, uint32_t count, uint32_t *lens,
+                   uint8_t *truncated, char *names, uint32_t name_size, uint32_t *namelens,
+                   int flags);
