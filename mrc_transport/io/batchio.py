@@ -1,0 +1,246 @@
+"""Batched non-blocking datagram IO: N packets per system call.
+
+Contract, the same for both implementations (the C one with ``sendmmsg``/``recvmmsg`` from
+csrc/mrc_fast.c, the pure-Python twin with a loop of ``sendto``/``recv_into``):
+
+* Every call is non-blocking (``MSG_DONTWAIT``) whatever the socket's own mode.
+* "Would block" is not an error: ``send_batch`` returns how many packets went out (0 if
+  none) and ``recv_batch`` returns the packets that were waiting (an empty list if none).
+  ``BlockingIOError`` never reaches the caller's hot loop; on a short count the caller waits
+  (``trio.lowlevel.wait_writable``/``wait_readable``, trio ``_unix_pipes.py``) and retries
+  with the rest.
+* Any other failure raises ``OSError`` with the errno, unless some packets already went
+  through: then the call returns that count and the error shows up on the next call
+  (``sendmmsg(2)`` semantics).
+* A datagram larger than its slot is cut to ``slot_size`` bytes, like ``recv(2)``; size the
+  slots to the MTU and the decoder rejects what is left of a cut packet.
+
+``MRC_PUREPYTHON=1`` selects the Python twin, as for the codecs (mrc_transport/wire), and
+so does a missing C extension. ``BACKEND`` says which one is in use.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+Buffer = bytes | bytearray | memoryview
+Destination = tuple[bytes, int]
+"""A 16-byte IPv6 address and a port (0 for raw sockets: the kernel ignores it)."""
+Received = tuple[int, int]
+"""(offset in the receive buffer, length) of one datagram."""
+ReceivedFrom = tuple[int, int, bytes, int]
+"""(offset, length, 16-byte source address, source port) of one datagram."""
+
+SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
+
+
+def _load() -> tuple[Any, Any]:
+    """The extension's (ffi, lib), or (None, None) when switched off or not built."""
+    if os.environ.get("MRC_PUREPYTHON") == "1":
+        return None, None
+    try:
+        from mrc_transport._fastpath import ffi, lib
+    except ImportError:
+        return None, None
+    return ffi, lib
+
+
+_ffi, _lib = _load()
+
+BACKEND = "python" if _lib is None else "c"
+
+
+def _check_batch(buf: Buffer, offsets: Sequence[int], addrs: Sequence[Destination] | None) -> int:
+    count = len(offsets) - 1
+    if count < 0:
+        raise ValueError("offsets needs N + 1 entries for N packets")
+    if any(b < a for a, b in itertools.pairwise(offsets)) or (
+        count and (offsets[0] < 0 or offsets[-1] > len(buf))
+    ):
+        raise ValueError("offsets must be non-decreasing and inside the buffer")
+    if addrs is not None and len(addrs) not in (1, count):
+        raise ValueError(f"{len(addrs)} destinations for {count} packets (want 1 or N)")
+    if addrs is not None and any(len(addr) != 16 for addr, _ in addrs):
+        raise ValueError("destination addresses are 16-byte IPv6 addresses")
+    return count
+
+
+def _check_slots(buf: Buffer, max_pkts: int, slot_size: int) -> None:
+    if max_pkts < 0 or slot_size <= 0:
+        raise ValueError("max_pkts must be >= 0 and slot_size > 0")
+    if max_pkts * slot_size > len(buf):
+        raise ValueError(f"{max_pkts} slots of {slot_size} bytes exceed the {len(buf)}-byte buffer")
+    if isinstance(buf, bytes) or (isinstance(buf, memoryview) and buf.readonly):
+        raise ValueError("the receive buffer must be writable")
+
+
+# ------------------------------------------------------------------ pure-Python twin
+
+
+def py_send_batch(
+    sock: socket.socket, buf: Buffer, offsets: Sequence[int], addrs: Sequence[Destination] | None
+) -> int:
+    """Send packets ``buf[offsets[i]:offsets[i + 1]]`` to ``addrs[i]`` (or ``addrs[0]`` for
+    all, or the connected/bound peer if None); return how many went out."""
+    count = _check_batch(buf, offsets, addrs)
+    view = memoryview(buf)
+    for i in range(count):
+        data = view[offsets[i] : offsets[i + 1]]
+        try:
+            if addrs is None:
+                sock.send(data, socket.MSG_DONTWAIT)
+            else:
+                addr, port = addrs[i if len(addrs) > 1 else 0]
+                host = socket.inet_ntop(socket.AF_INET6, addr)
+                sock.sendto(data, socket.MSG_DONTWAIT, (host, port))
+        except BlockingIOError:
+            return i
+        except InterruptedError:
+            return i
+        except OSError:
+            if i:
+                return i
+            raise
+    return count
+
+
+def _py_recv(
+    sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int, want_from: bool
+) -> list[ReceivedFrom]:
+    _check_slots(buf, max_pkts, slot_size)
+    view = memoryview(buf)
+    got: list[ReceivedFrom] = []
+    for i in range(max_pkts):
+        offset = i * slot_size
+        try:
+            if want_from:
+                n, peer = sock.recvfrom_into(
+                    view[offset : offset + slot_size], slot_size, socket.MSG_DONTWAIT
+                )
+                got.append((offset, n, socket.inet_pton(socket.AF_INET6, peer[0]), peer[1]))
+            else:
+                n = sock.recv_into(
+                    view[offset : offset + slot_size], slot_size, socket.MSG_DONTWAIT
+                )
+                got.append((offset, n, b"", 0))
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError:
+            if got:
+                break
+            raise
+    return got
+
+
+def py_recv_batch(
+    sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int
+) -> list[Received]:
+    """Receive up to ``max_pkts`` datagrams, datagram i into ``buf[i * slot_size:]``;
+    return (offset, length) of each."""
+    return [(off, n) for off, n, _, _ in _py_recv(sock, buf, max_pkts, slot_size, False)]
+
+
+def py_recv_batch_from(
+    sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int
+) -> list[ReceivedFrom]:
+    """``py_recv_batch`` plus each datagram's source address and port (AF_INET6 sockets)."""
+    return _py_recv(sock, buf, max_pkts, slot_size, True)
+
+
+# ------------------------------------------------------------------ C (sendmmsg/recvmmsg)
+
+
+def _require_c() -> None:
+    if _lib is None:
+        raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
+
+
+def _raise_errno(rc: int) -> None:
+    raise OSError(-rc, os.strerror(-rc))
+
+
+def c_send_batch(
+    sock: socket.socket, buf: Buffer, offsets: Sequence[int], addrs: Sequence[Destination] | None
+) -> int:
+    """``py_send_batch`` with one ``sendmmsg`` per 64 packets."""
+    _require_c()
+    count = _check_batch(buf, offsets, addrs)
+    if count == 0:
+        return 0
+    c_addrs = _ffi.NULL
+    if addrs is not None:
+        c_addrs = _ffi.new("struct mrc_addr6[]", len(addrs))
+        for slot, (addr, port) in zip(c_addrs, addrs, strict=True):
+            slot.addr = addr
+            slot.port = port
+    rc = _lib.mrc_send_batch(
+        sock.fileno(),
+        _ffi.from_buffer(buf),
+        _ffi.new("uint32_t[]", offsets),
+        count,
+        c_addrs,
+        0 if addrs is None else len(addrs),
+        0,
+    )
+    if rc < 0:
+        _raise_errno(rc)
+    return int(rc)
+
+
+def _c_recv(
+    sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int, want_from: bool
+) -> list[ReceivedFrom]:
+    _require_c()
+    _check_slots(buf, max_pkts, slot_size)
+    if max_pkts == 0:
+        return []
+    lens = _ffi.new("uint32_t[]", max_pkts)
+    names = namelens = _ffi.NULL
+    if want_from:
+        names = _ffi.new("char[]", max_pkts * SOCKADDR_IN6_LEN)
+        namelens = _ffi.new("uint32_t[]", max_pkts)
+    rc = _lib.mrc_recv_batch(
+        sock.fileno(),
+        _ffi.from_buffer(buf, require_writable=True),
+        slot_size,
+        max_pkts,
+        lens,
+        _ffi.NULL,
+        names,
+        SOCKADDR_IN6_LEN if want_from else 0,
+        namelens,
+        0,
+    )
+    if rc < 0:
+        _raise_errno(rc)
+    if not want_from:
+        return [(i * slot_size, lens[i], b"", 0) for i in range(rc)]
+    raw = _ffi.buffer(names)
+    got: list[ReceivedFrom] = []
+    for i in range(rc):
+        name = raw[i * SOCKADDR_IN6_LEN : (i + 1) * SOCKADDR_IN6_LEN]
+        # struct sockaddr_in6: family (host order), port (network order), flowinfo, addr
+        got.append((i * slot_size, lens[i], bytes(name[8:24]), int.from_bytes(name[2:4], "big")))
+    return got
+
+
+def c_recv_batch(sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int) -> list[Received]:
+    """``py_recv_batch`` with one ``recvmmsg`` per 64 packets."""
+    return [(off, n) for off, n, _, _ in _c_recv(sock, buf, max_pkts, slot_size, False)]
+
+
+def c_recv_batch_from(
+    sock: socket.socket, buf: Buffer, max_pkts: int, slot_size: int
+) -> list[ReceivedFrom]:
+    """``py_recv_batch_from`` with one ``recvmmsg`` per 64 packets."""
+    return _c_recv(sock, buf, max_pkts, slot_size, True)
+
+
+if BACKEND == "c":
+    send_batch, recv_batch, recv_batch_from = c_send_batch, c_recv_batch, c_recv_batch_from
+else:
+    send_batch, recv_batch, recv_batch_from = py_send_batch, py_recv_batch, py_recv_batch_from
