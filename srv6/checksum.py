@@ -56,9 +56,7 @@ def pseudo_header_sum(src: bytes, dst: bytes, upper_len: int, next_header: int) 
     if len(src) != 16 or len(dst) != 16:
         raise ValueError("IPv6 addresses are 16 bytes")
     # The 32-bit length and the 24 zero bits + next header are plain words of the sum.
-    return _fold(
-        int.from_bytes(src, "big") + int.from_bytes(dst, "big") + upper_len + next_header
-    )
+    return _fold(int.from_bytes(src, "big") + int.from_bytes(dst, "big") + upper_len + next_header)
 
 
 def udp6_checksum(src: bytes, dst: bytes, udp: bytes | bytearray | memoryview) -> int:

@@ -211,7 +211,10 @@ class Srh:
         segments = tuple(
             data[offset : offset + SEGMENT_LEN] for offset in range(FIXED_LEN, tlv_start, 16)
         )
-        return cls(next_header, left, last, segments, flags, tag, tlvs)
+        try:
+            return cls(next_header, left, last, segments, flags, tag, tlvs)
+        except ValueError as exc:  # unreachable after the checks above; keeps the contract
+            raise MalformedHeader(str(exc)) from None
 
 
 decode_untrusted = Srh.decode_untrusted

@@ -1,0 +1,106 @@
+"""MRC wire layer: frames, and a codec backend chosen once at import (msgpack-style).
+
+``MRC_PUREPYTHON=1`` forces the pure-Python reference (``codec``); otherwise the C fast path
+(``fast``, a cffi wrapper defining the same three functions) is used when it imports, and
+the reference silently otherwise. ``BACKEND`` says which one is live: "c" or "python".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from mrc_transport.wire import codec
+from mrc_transport.wire.errors import BadPacket
+from mrc_transport.wire.frames import (
+    CLOSE_HEADER_LEN,
+    COMMON_HEADER_LEN,
+    DATA_HEADER_LEN,
+    DATA_OPCODES,
+    DSCP_CONTROL,
+    DSCP_DATA,
+    IPV6_HEADER_LEN,
+    MRC_UDP_PORT,
+    MRC_VERSION,
+    NACK_HEADER_LEN,
+    PROBE_HEADER_LEN,
+    SACK_BITMAP_BITS,
+    SACK_HEADER_LEN,
+    SETUP_HEADER_LEN,
+    UDP_HEADER_LEN,
+    CloseHeader,
+    Common,
+    DataHeader,
+    Ecn,
+    Flags,
+    Header,
+    NackHeader,
+    NackReason,
+    Opcode,
+    Packet,
+    PathHeader,
+    ProbeHeader,
+    SackHeader,
+    SetupHeader,
+)
+
+
+def _select_backend() -> tuple[str, ModuleType]:
+    if os.environ.get("MRC_PUREPYTHON", "") not in ("", "0"):
+        return "python", codec
+    try:
+        fast = importlib.import_module("mrc_transport.wire.fast")
+    except ImportError:
+        return "python", codec
+    return "c", fast
+
+
+BACKEND, _impl = _select_backend()
+"""Which codec is live: "c" or "python"."""
+
+if TYPE_CHECKING:
+    # Both backends have the reference's signatures; let the type checker see them.
+    from mrc_transport.wire.codec import decode_untrusted, encode, encode_data_batch
+else:
+    encode = _impl.encode
+    decode_untrusted = _impl.decode_untrusted
+    encode_data_batch = _impl.encode_data_batch
+
+__all__ = [
+    "BACKEND",
+    "CLOSE_HEADER_LEN",
+    "COMMON_HEADER_LEN",
+    "DATA_HEADER_LEN",
+    "DATA_OPCODES",
+    "DSCP_CONTROL",
+    "DSCP_DATA",
+    "IPV6_HEADER_LEN",
+    "MRC_UDP_PORT",
+    "MRC_VERSION",
+    "NACK_HEADER_LEN",
+    "PROBE_HEADER_LEN",
+    "SACK_BITMAP_BITS",
+    "SACK_HEADER_LEN",
+    "SETUP_HEADER_LEN",
+    "UDP_HEADER_LEN",
+    "BadPacket",
+    "CloseHeader",
+    "Common",
+    "DataHeader",
+    "Ecn",
+    "Flags",
+    "Header",
+    "NackHeader",
+    "NackReason",
+    "Opcode",
+    "Packet",
+    "PathHeader",
+    "ProbeHeader",
+    "SackHeader",
+    "SetupHeader",
+    "decode_untrusted",
+    "encode",
+    "encode_data_batch",
+]
