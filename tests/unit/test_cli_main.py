@@ -1,0 +1,61 @@
+"""The `mrc` dispatcher: --version, --help, no command, unknown command, bad flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrc_transport import __version__
+from mrc_transport.cli.main import main
+
+
+def _exit_code(argv: list[str]) -> int:
+    # argparse leaves through SystemExit; main() returns the code otherwise.
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    code = info.value.code
+    assert isinstance(code, int)
+    return code
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"mrc {__version__}"
+
+
+def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mrc")
+    assert "--version" in out
+    assert "plan" in out  # a subcommand that is always built
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert capsys.readouterr().out.startswith("usage: mrc")
+
+
+def test_unknown_subcommand_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(["no-such-command"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    line = _one_line(err)
+    assert line.startswith("mrc: error:")
+    assert "no-such-command" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--bogus"], ["plan", "--bogus"], ["plan", "--planes", "eight"], ["plan", "--radix"]],
+)
+def test_bad_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "error:" in _one_line(err)
