@@ -68,4 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the imported module's main, not this __main__ copy: subcommands raise the
+    # UsageError class of mrc_transport.cli.main, which a second copy would not catch.
+    from mrc_transport.cli.main import main as _main
+
+    raise SystemExit(_main())
