@@ -104,8 +104,16 @@ class _Encoder(NamedTuple):
     body: Callable[[Any], tuple[Any, ...]]
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A C-speed getter returning a tuple even for one field (attrgetter does not)."""
+    if len(names) == 1:
+        single = attrgetter(names[0])
+        return lambda header: (single(header),)
+    return attrgetter(*names)
+
+
 _ENCODERS: dict[type[Any], _Encoder] = {
-    cls: _Encoder(struct.Struct("!HHHHBBBxII" + fmt), attrgetter(*_BODY_FIELDS[cls]))
+    cls: _Encoder(struct.Struct("!HHHHBBBxII" + fmt), _getter(_BODY_FIELDS[cls]))
     for cls, fmt in _BODY_FORMATS.items()
 }
 _BODIES: dict[type[Any], struct.Struct] = {
