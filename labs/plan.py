@@ -1,0 +1,368 @@
+"""The pure plan: every operation that builds a lab, as data (ipmininet's build_commands()).
+
+``build(topo, lab)`` returns an ordered list of small frozen ops; labs/apply.py turns them
+into ``ip -b`` / ``tc -b`` / ``nft -f`` batches. Faults reuse the same ops: a hard restore
+re-applies every op that touches the restored device (kernel-facts "Cutting links": admin
+down deletes the addresses, routes, SIDs and neighbours of that device).
+
+Rendering (``ip_line`` and friends) is pure too, so tests read exactly what will run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs import addressing as addr
+from labs.topology import Link, LinkClass, Topology, namespace
+
+SID_DEV = "sid0"
+SID_PEER = "sid1"
+NFT_TABLE = "mrc_lab"
+USID_BEHAVIOUR = "End flavors next-csid lblen 32 nflen 16"
+
+
+@dataclass(frozen=True, slots=True)
+class Netns:
+    """Create the namespace of a node."""
+
+    node: str
+    """Node the namespace belongs to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sysctl:
+    """Set one sysctl inside the node's namespace."""
+
+    node: str
+    """Node whose namespace is changed."""
+    key: str
+    """Dotted name, e.g. net.ipv6.conf.all.forwarding."""
+    value: str
+    """Value written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Veth:
+    """Create a veth pair from node's namespace, the peer directly in peer_node's."""
+
+    node: str
+    """Node where the command runs and ``dev`` lives."""
+    dev: str
+    """Local end."""
+    peer_node: str
+    """Node of the other end (may equal node: the SID veth)."""
+    peer_dev: str
+    """Other end."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkUp:
+    """Set MTU (and MAC) of an interface and bring it up."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    mtu: int | None = None
+    """MTU, or None to leave it."""
+    mac: str | None = None
+    """MAC address, or None to leave it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Addr:
+    """Add an address (no DAD: static lab, kernel-facts)."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    cidr: str
+    """Address with prefix length."""
+
+
+@dataclass(frozen=True, slots=True)
+class Neigh:
+    """A permanent neighbour entry so no packet waits for ND."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    ip: str
+    """Neighbour's link-local address."""
+    lladdr: str
+    """Neighbour's MAC."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An IPv6 route (``ip route replace`` keeps re-applying idempotent)."""
+
+    node: str
+    """Node whose table changes."""
+    dst: str
+    """Prefix, possibly preceded by a route type ("local fcbb:...::/48")."""
+    spec: str
+    """Everything after the prefix: via/dev, nexthops or a seg6local encap."""
+    devs: tuple[str, ...]
+    """Devices the route uses: a hard restore of one re-adds it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Qdisc:
+    """tbf on a device's egress: the link rate and the port's buffer."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    rate_bps: int
+    """Rate in bits per second."""
+    burst: int
+    """Bucket size, bytes."""
+    limit: int
+    """Queue limit, bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nft:
+    """A whole nftables table loaded with ``nft -f`` in the node's namespace."""
+
+    node: str
+    """Node whose ruleset changes."""
+    table: str
+    """``family name`` of the table, e.g. "inet mrc_lab"."""
+    text: str
+    """The table's definition."""
+
+
+Op = Netns | Sysctl | Veth | LinkUp | Addr | Neigh | Route | Qdisc | Nft
+
+
+def build(topo: Topology) -> list[Op]:
+    """Every op that builds the lab, in an order that applies cleanly."""
+    ops: list[Op] = [Netns(n) for n in topo.nodes]
+    for node in topo.nodes:
+        ops += sysctls(topo, node)
+    ops += [Veth(link.a, link.a_dev, link.b, link.b_dev) for link in topo.links]
+    for sw in topo.switches:
+        ops.append(Veth(sw, SID_DEV, sw, SID_PEER))
+    for node in topo.nodes:
+        ops += node_config(topo, node)
+    for node in topo.switches:
+        nft = ecn_table(topo, node)
+        if nft is not None:
+            ops.append(nft)
+    return ops
+
+
+def sysctls(topo: Topology, node: str) -> list[Sysctl]:
+    """Set before interfaces exist, so the ``default`` values reach every new device."""
+    common = {
+        "net.ipv6.conf.all.accept_dad": "0",
+        "net.ipv6.conf.default.accept_dad": "0",
+        "net.ipv6.conf.default.addr_gen_mode": "1",  # no automatic link-local: ours is static
+        "net.ipv6.conf.all.ignore_routes_with_linkdown": "1",
+        "net.ipv6.conf.default.ignore_routes_with_linkdown": "1",
+        "net.ipv6.fib_multipath_hash_policy": "1",  # L4 hash, like RoCE ECMP
+    }
+    if topo.kind_of(node) == "host":
+        # A host receiving a packet that still carries an SRH needs seg6_enabled on all and
+        # on the incoming interface (kernel-facts "seg6 / seg6local").
+        extra = {
+            "net.ipv6.conf.all.seg6_enabled": "1",
+            "net.ipv6.conf.default.seg6_enabled": "1",
+        }
+    else:
+        extra = {"net.ipv6.conf.all.forwarding": "1"}  # End is dropped without it
+    return [Sysctl(node, k, v) for k, v in (common | extra).items()]
+
+
+def node_config(topo: Topology, node: str) -> list[Op]:
+    ops: list[Op] = [LinkUp(node, "lo")]
+    for index, link in enumerate(topo.links):
+        for end, (n, dev) in enumerate(((link.a, link.a_dev), (link.b, link.b_dev))):
+            if n == node:
+                ops += port_ops(topo, link, index, end, node, dev)
+    if topo.kind_of(node) == "host":
+        return ops + host_ops(topo, node)
+    return ops + switch_ops(topo, node)
+
+
+def port_ops(topo: Topology, link: Link, index: int, end: int, node: str, dev: str) -> list[Op]:
+    lc = topo.link_class(link)
+    peer = link.b if end == 0 else link.a
+    return [
+        LinkUp(node, dev, lc.mtu, addr.mac(index, end)),
+        Addr(node, dev, f"{addr.link_local(topo, node)}/64"),
+        Neigh(node, dev, str(addr.link_local(topo, peer)), addr.mac(index, 1 - end)),
+        Qdisc(node, dev, lc.rate_bps, lc.burst, lc.limit),
+    ]
+
+
+def host_ops(topo: Topology, host: str) -> list[Op]:
+    base = addr.baseline_address(topo, host)
+    ops: list[Op] = [Addr(host, "lo", f"{base}/128")]
+    hops: list[tuple[str, str]] = []
+    for plane in range(topo.planes):
+        port = f"p{plane}"
+        t0 = topo.t0(plane, topo.rack_of(host))
+        gw = addr.link_local(topo, t0)
+        here = addr.host_address(topo, plane, host)
+        ops += [
+            Addr(host, port, f"{here}/128"),
+            # Catch-all: whatever spare bits a shifted container keeps, it is delivered.
+            Route(host, f"local {addr.node_prefix(topo, plane, host)}", "dev lo", ()),
+            Route(host, addr.block_prefix(plane), f"via {gw} dev {port} src {here}", (port,)),
+        ]
+        hops.append((str(gw), port))
+    ops.append(_multipath(host, addr.baseline_prefix(), hops, f"src {base}"))
+    return ops
+
+
+def _multipath(node: str, dst: str, hops: list[tuple[str, str]], extra: str = "") -> Route:
+    if len(hops) == 1:
+        gw, dev = hops[0]
+        spec = f"via {gw} dev {dev}"
+    else:
+        spec = " ".join(f"nexthop via {gw} dev {dev}" for gw, dev in hops)
+    spec = f"{extra} {spec}".strip()
+    return Route(node, dst, spec, tuple(dev for _, dev in hops))
+
+
+def switch_ops(topo: Topology, sw: str) -> list[Op]:
+    plane = topo.plane_of(sw)
+    ops: list[Op] = [LinkUp(sw, SID_DEV), LinkUp(sw, SID_PEER)]
+    # SIDs live on the always-up SID veth, never on lo (kernel-facts: silently not forwarded).
+    ops.append(
+        Route(
+            sw,
+            addr.node_prefix(topo, plane, sw),
+            f"encap seg6local action {USID_BEHAVIOUR} dev {SID_DEV}",
+            (SID_DEV,),
+        )
+    )
+    ops.append(
+        Route(
+            sw,
+            f"{addr.classic_sid(topo, plane, sw)}/128",
+            f"encap seg6local action End dev {SID_DEV}",
+            (SID_DEV,),
+        )
+    )
+    up: list[tuple[str, str]] = []
+    for dev, peer, _link in topo.ports(sw):
+        gw = str(addr.link_local(topo, peer))
+        ops.append(Route(sw, addr.node_prefix(topo, plane, peer), f"via {gw} dev {dev}", (dev,)))
+        if topo.kind_of(peer) == "host":
+            ops.append(
+                Route(sw, f"{addr.baseline_address(topo, peer)}/128", f"via {gw} dev {dev}", (dev,))
+            )
+        elif topo.kind_of(peer) == "t0" and topo.kind_of(sw) == "t1":
+            rack = topo.index_of(peer)
+            for h in topo.hosts_in_rack(rack):
+                ops.append(
+                    Route(sw, addr.node_prefix(topo, plane, h), f"via {gw} dev {dev}", (dev,))
+                )
+                ops.append(
+                    Route(
+                        sw, f"{addr.baseline_address(topo, h)}/128", f"via {gw} dev {dev}", (dev,)
+                    )
+                )
+        else:
+            up.append((gw, dev))
+    if up:  # a T0 reaches everything else of its plane through any T1 (ECMP, L4 hash)
+        ops.append(_multipath(sw, addr.block_prefix(plane), up))
+        ops.append(_multipath(sw, addr.baseline_prefix(), up))
+    return ops
+
+
+def marking_ports(topo: Topology, sw: str) -> list[tuple[str, LinkClass]]:
+    """Switch egress ports that mark CE: all but the last hop to a receiver (T0 -> host)."""
+    return [
+        (dev, topo.link_class(link))
+        for dev, peer, link in topo.ports(sw)
+        if topo.kind_of(peer) != "host"
+    ]
+
+
+def ecn_table(topo: Topology, sw: str) -> Nft | None:
+    """nft CE marking (no red/fq_codel in this kernel: by probability or above a rate)."""
+    rules = [_ecn_rule(dev, lc) for dev, lc in marking_ports(topo, sw) if lc.ecn != "none"]
+    if not rules:
+        return None
+    body = "\n".join(f"    {r}" for r in rules)
+    text = (
+        f"table inet {NFT_TABLE} {{\n  chain mark_ce {{\n"
+        f"    type filter hook postrouting priority 0; policy accept;\n{body}\n  }}\n}}\n"
+    )
+    return Nft(sw, f"inet {NFT_TABLE}", text)
+
+
+def _ecn_rule(dev: str, lc: LinkClass) -> str:
+    match = f'oifname "{dev}" ip6 ecn {{ ect0, ect1 }}'
+    if lc.ecn == "probability":
+        per_million = round(lc.ecn_probability * 1_000_000)
+        return f"{match} numgen random mod 1000000 < {per_million} ip6 ecn set ce"
+    kbytes = max(1, int(lc.rate_bps * lc.ecn_rate_fraction / 8 / 1000))
+    return f"{match} limit rate over {kbytes} kbytes/second ip6 ecn set ce"
+
+
+# -- rendering: what apply.py runs --------------------------------------------------------
+
+
+def ns_of(lab: str, op: Op) -> str:
+    return namespace(lab, op.node)
+
+
+def ip_line(lab: str, op: Op) -> str:
+    """The ``ip -b`` line of an op (run with ``ip -n <ns> -b``)."""
+    if isinstance(op, Veth):
+        peer_ns = namespace(lab, op.peer_node)
+        if op.peer_node == op.node:
+            return f"link add {op.dev} type veth peer name {op.peer_dev}"
+        return f"link add {op.dev} type veth peer name {op.peer_dev} netns {peer_ns}"
+    if isinstance(op, LinkUp):
+        parts = [f"link set dev {op.dev}"]
+        if op.mtu is not None:
+            parts.append(f"mtu {op.mtu}")
+        if op.mac is not None:
+            parts.append(f"address {op.mac}")
+        return " ".join([*parts, "up"])
+    if isinstance(op, Addr):
+        return f"addr replace {op.cidr} dev {op.dev} nodad"
+    if isinstance(op, Neigh):
+        return f"neigh replace {op.ip} lladdr {op.lladdr} dev {op.dev} nud permanent"
+    if isinstance(op, Route):
+        return f"route replace {op.dst} {op.spec}"
+    raise TypeError(f"{type(op).__name__} is not an ip op")
+
+
+def tc_line(op: Qdisc) -> str:
+    return (
+        f"qdisc replace dev {op.dev} root tbf rate {op.rate_bps}bit "
+        f"burst {op.burst} limit {op.limit}"
+    )
+
+
+def op_devs(op: Op) -> tuple[str, ...]:
+    """Devices an op depends on (for a hard restore)."""
+    if isinstance(op, Route):
+        return op.devs
+    if isinstance(op, LinkUp | Addr | Neigh | Qdisc):
+        return (op.dev,)
+    return ()
+
+
+def describe(op: Op) -> str:
+    """Short human text of an op, for error messages."""
+    if isinstance(op, Qdisc):
+        return f"tc {tc_line(op)}"
+    if isinstance(op, Nft):
+        return f"nft table {op.table}"
+    if isinstance(op, Sysctl):
+        return f"sysctl {op.key}={op.value}"
+    if isinstance(op, Netns):
+        return "netns add"
+    return f"ip {ip_line('LAB', op)}"

@@ -1,0 +1,172 @@
+"""The pure plan, read without root: ordering, SIDs, neighbours, shaping, marking, and a
+walk of every path through the planned routing tables (longest prefix match, uSID shift,
+End on the SRH) that must end in the destination's local catch-all."""
+
+from __future__ import annotations
+
+from ipaddress import IPv6Address, IPv6Network
+
+import pytest
+
+from labs import plan as P
+from labs.paths import paths
+from labs.topology import Topology, preset
+from srv6 import usid
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Topology:
+    return preset("tiny")
+
+
+@pytest.fixture(scope="module")
+def ops(tiny: Topology) -> list[P.Op]:
+    return P.build(tiny)
+
+
+def test_namespaces_then_sysctls_then_veths_then_config(tiny: Topology, ops: list[P.Op]) -> None:
+    kinds = [type(op).__name__ for op in ops]
+    assert kinds[: len(tiny.nodes)] == ["Netns"] * len(tiny.nodes)
+    last_sysctl = max(i for i, k in enumerate(kinds) if k == "Sysctl")
+    first_veth = kinds.index("Veth")
+    last_veth = max(i for i, k in enumerate(kinds) if k == "Veth")
+    assert last_sysctl < first_veth
+    assert all(k not in ("Veth", "Sysctl", "Netns") for k in kinds[last_veth + 1 :])
+
+
+def test_every_veth_is_created_with_its_peer_in_the_target_namespace(
+    tiny: Topology, ops: list[P.Op]
+) -> None:
+    veths = [op for op in ops if isinstance(op, P.Veth)]
+    assert len(veths) == len(tiny.links) + len(tiny.switches)
+    line = P.ip_line("lab", next(v for v in veths if v.node == "h0"))
+    assert line == "link add p0 type veth peer name h0 netns mrc-lab-t0-p0-0"
+
+
+def test_sysctls_per_role(ops: list[P.Op]) -> None:
+    sys = {(op.node, op.key): op.value for op in ops if isinstance(op, P.Sysctl)}
+    assert sys[("t1-p0-0", "net.ipv6.conf.all.forwarding")] == "1"
+    assert ("h0", "net.ipv6.conf.all.forwarding") not in sys
+    assert sys[("h0", "net.ipv6.conf.default.seg6_enabled")] == "1"
+    assert sys[("h0", "net.ipv6.fib_multipath_hash_policy")] == "1"
+
+
+def test_switch_sids_use_next_csid_on_the_sid_veth_never_lo(
+    tiny: Topology, ops: list[P.Op]
+) -> None:
+    for sw in tiny.switches:
+        sids = [
+            op for op in ops if isinstance(op, P.Route) and op.node == sw and "seg6local" in op.spec
+        ]
+        lines = [P.ip_line("lab", op) for op in sids]
+        assert any("action End flavors next-csid lblen 32 nflen 16 dev sid0" in ln for ln in lines)
+        assert any(ln.endswith("action End dev sid0") for ln in lines)
+        assert not any("dev lo" in ln for ln in lines)
+
+
+def test_static_neighbours_match_the_peer_mac(tiny: Topology, ops: list[P.Op]) -> None:
+    macs = {(op.node, op.dev): op.mac for op in ops if isinstance(op, P.LinkUp) and op.mac}
+    neighs = [op for op in ops if isinstance(op, P.Neigh)]
+    assert len(neighs) == 2 * len(tiny.links)
+    for ln in tiny.links:
+        by_end = {(n.node, n.dev): n for n in neighs}
+        assert by_end[(ln.a, ln.a_dev)].lladdr == macs[(ln.b, ln.b_dev)]
+        assert by_end[(ln.b, ln.b_dev)].lladdr == macs[(ln.a, ln.a_dev)]
+    assert "nud permanent" in P.ip_line("lab", neighs[0])
+
+
+def test_tbf_on_both_ends_of_every_link(tiny: Topology, ops: list[P.Op]) -> None:
+    qd = {(op.node, op.dev): op for op in ops if isinstance(op, P.Qdisc)}
+    assert len(qd) == 2 * len(tiny.links)
+    q = qd[("h0", "p0")]
+    assert (
+        P.tc_line(q) == "qdisc replace dev p0 root tbf rate 100000000bit burst 32768 limit 262144"
+    )
+
+
+def test_ecn_marks_every_switch_egress_but_the_last_hop(tiny: Topology, ops: list[P.Op]) -> None:
+    nft = {op.node: op.text for op in ops if isinstance(op, P.Nft)}
+    assert set(nft) == set(tiny.switches)
+    assert 'oifname "t1-p0-0"' in nft["t0-p0-0"]
+    assert 'oifname "h0"' not in nft["t0-p0-0"]  # T0 -> host is the last hop: no marking
+    assert nft["t1-p0-0"].count("ip6 ecn set ce") == tiny.racks
+    assert "numgen random mod 1000000 < 10000" in nft["t1-p0-0"]
+
+
+def test_ecn_none_and_rate_modes() -> None:
+    from dataclasses import replace
+
+    topo = preset("tiny")
+    off = replace(topo, fabric_link=replace(topo.fabric_link, ecn="none"))
+    assert not [op for op in P.build(off) if isinstance(op, P.Nft)]
+    rate = replace(topo, fabric_link=replace(topo.fabric_link, ecn="rate"))
+    text = next(op.text for op in P.build(rate) if isinstance(op, P.Nft))
+    assert "limit rate over 11250 kbytes/second ip6 ecn set ce" in text
+
+
+# -- walking the planned tables --------------------------------------------------------------
+
+
+def _tables(topo: Topology, ops: list[P.Op]) -> dict[str, list[tuple[IPv6Network, P.Route]]]:
+    out: dict[str, list[tuple[IPv6Network, P.Route]]] = {}
+    for op in ops:
+        if isinstance(op, P.Route):
+            out.setdefault(op.node, []).append((IPv6Network(op.dst.split()[-1]), op))
+    return out
+
+
+def _walk(
+    topo: Topology,
+    tables: dict[str, list[tuple[IPv6Network, P.Route]]],
+    src: str,
+    da: IPv6Address,
+    segs: list[IPv6Address],
+) -> str:
+    """Forward from src by longest prefix match until delivered locally; return the node."""
+    node = src
+    peer_of = {(n, dev): peer for n in topo.nodes for dev, peer, _ in topo.ports(n)}
+    for _ in range(16):
+        matches = [(n, r) for n, r in tables[node] if da in n]
+        _net, route = max(matches, key=lambda x: x[0].prefixlen)
+        if route.dst.startswith("local"):
+            return node
+        if "next-csid" in route.spec:
+            da = usid.shift(da)
+            continue
+        if "action End " in route.spec + " ":
+            segs.pop(0)
+            da = segs[0]
+            continue
+        dev = route.spec.split(" dev ")[1].split()[0]  # first next hop: every path is unique
+        node = peer_of[(node, dev)]
+    raise AssertionError("routing loop")
+
+
+@pytest.mark.parametrize("name", ["tiny", "default"])
+def test_every_planned_path_delivers_in_both_encodings(name: str) -> None:
+    topo = preset(name)
+    tables = _tables(topo, P.build(topo))
+    for src in topo.hosts:
+        for dst in topo.hosts:
+            if src == dst:
+                continue
+            for p in paths(topo, src, dst):
+                assert _walk(topo, tables, src, p.usid_dst, []) == dst
+                assert _walk(topo, tables, src, p.segments[0], list(p.segments)) == dst
+
+
+def test_hosts_have_ecmp_baseline_route_over_every_plane(tiny: Topology, ops: list[P.Op]) -> None:
+    base = [
+        op
+        for op in ops
+        if isinstance(op, P.Route) and op.node == "h0" and op.dst.startswith("fd00")
+    ]
+    assert len(base) == 1
+    assert base[0].devs == ("p0", "p1")
+    assert base[0].spec.count("nexthop via") == tiny.planes
+
+
+def test_restore_ops_cover_what_admin_down_deletes(ops: list[P.Op]) -> None:
+    on_dev = [op for op in ops if op.node == "t0-p0-0" and "t1-p0-1" in P.op_devs(op)]
+    kinds = {type(op).__name__ for op in on_dev}
+    assert {"LinkUp", "Addr", "Neigh", "Route", "Qdisc"} <= kinds
