@@ -1,0 +1,266 @@
+"""Fault injection on a running lab: failures as data (ipmininet's runFailurePlan), each one
+timestamped into the lab's JSONL event log.
+
+- cut hard: ``ip link set down`` on the lower end; the peer loses carrier in < 0.4 ms.
+  Admin down deletes that device's addresses, routes and permanent neighbours, so restore
+  re-applies every plan op that uses the device (kernel-facts "Cutting links").
+- cut gray: netdev ingress chains with policy drop on both ends; no carrier change.
+- degrade: netdev ingress ``numgen random`` drop on both ends (kernel-facts: no netem).
+- fail switch: an inet prerouting chain with policy drop (nothing is received, so nothing
+  is forwarded and no SID runs); fail HOST:PORT: that NIC port admin down.
+
+``t_mono`` is time.monotonic() (CLOCK_MONOTONIC is system-wide, so traffic logs of other
+processes on this machine join on it); ``t_wall`` is time.time().
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+from labs import netns
+from labs.apply import config_jobs, run_jobs
+from labs.errors import ApplyError, LabError
+from labs.plan import Netns, Op, Sysctl, Veth, build, op_devs
+from labs.state import events_path, load_state
+from labs.topology import Link, Topology, namespace
+
+FAULT_TABLE = "mrc_fault"
+FAIL_TABLE = "mrc_fail"
+CutMode = Literal["hard", "gray"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One line of the lab's event log."""
+
+    t_mono: float
+    """time.monotonic() when the fault took effect (after the command returned)."""
+    t_wall: float
+    """time.time() at the same moment."""
+    kind: str
+    """cut, restore, degrade, fail, flap."""
+    target: str
+    """Link "a:b", switch name or "host:port"."""
+    action: str
+    """What was done, e.g. "hard", "gray", "loss 5%", "down", "up"."""
+
+
+def record(lab: str, kind: str, target: str, action: str) -> Event:
+    ev = Event(time.monotonic(), time.time(), kind, target, action)
+    path = events_path(lab)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(
+            json.dumps(
+                {
+                    "t_mono": ev.t_mono,
+                    "t_wall": ev.t_wall,
+                    "kind": ev.kind,
+                    "target": ev.target,
+                    "action": ev.action,
+                }
+            )
+            + "\n"
+        )
+    return ev
+
+
+def read_events(lab: str) -> list[dict[str, Any]]:
+    path = events_path(lab)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _sh(
+    lab: str,
+    node: str,
+    argv: Sequence[str],
+    stdin: str = "",
+    *,
+    in_ns: bool = False,
+    ok_errors: tuple[str, ...] = (),
+) -> None:
+    pre = partial(netns.preexec_enter, namespace(lab, node)) if in_ns else None
+    res = subprocess.run(
+        list(argv), input=stdin, capture_output=True, text=True, check=False, preexec_fn=pre
+    )  # setns only, before exec
+    if res.returncode != 0 and not any(e in res.stderr for e in ok_errors):
+        first = next((ln for ln in res.stderr.splitlines() if ln.strip()), "failed")
+        raise ApplyError(f"{node}: {' '.join(argv[:4])}: {first.strip()}")
+
+
+def _ip(lab: str, node: str, *args: str) -> None:
+    _sh(lab, node, ["ip", "-n", namespace(lab, node), *args])
+
+
+def _nft(lab: str, node: str, text: str, ok_errors: tuple[str, ...] = ()) -> None:
+    _sh(lab, node, ["nft", "-f", "-"], text, in_ns=True, ok_errors=ok_errors)
+
+
+def _chain_name(kind: str, dev: str) -> str:
+    return f"{kind}_{re.sub(r'[^A-Za-z0-9]', '_', dev)}"
+
+
+def _ingress_chain(lab: str, node: str, dev: str, kind: str, policy: str, rule: str = "") -> None:
+    name = _chain_name(kind, dev)
+    body = f"    {rule}\n" if rule else ""
+    _drop_chain(lab, node, dev, kind)
+    _nft(
+        lab,
+        node,
+        (
+            f"table netdev {FAULT_TABLE} {{\n  chain {name} {{\n"
+            f'    type filter hook ingress device "{dev}" priority -500; policy {policy};\n'
+            f"{body}  }}\n}}\n"
+        ),
+    )
+
+
+def _drop_chain(lab: str, node: str, dev: str, kind: str) -> None:
+    _nft(
+        lab,
+        node,
+        f"delete chain netdev {FAULT_TABLE} {_chain_name(kind, dev)}\n",
+        ok_errors=("No such file or directory",),
+    )
+
+
+def _ends(link: Link) -> tuple[tuple[str, str], tuple[str, str]]:
+    return (link.a, link.a_dev), (link.b, link.b_dev)
+
+
+class Lab:
+    """A running lab, loaded from its state file."""
+
+    def __init__(self, lab: str) -> None:
+        self.name = lab
+        self.topo: Topology = load_state(lab).topology
+        self._ops: list[Op] | None = None
+
+    @property
+    def ops(self) -> list[Op]:
+        if self._ops is None:
+            self._ops = build(self.topo)
+        return self._ops
+
+    def reapply(self, node: str, dev: str) -> None:
+        """Re-add every address, neighbour, route and qdisc that uses node's dev."""
+        ops = [
+            op
+            for op in self.ops
+            if op.node == node and dev in op_devs(op) and not isinstance(op, Veth | Netns | Sysctl)
+        ]
+        run_jobs(config_jobs(self.name, ops))
+
+    # -- links ------------------------------------------------------------------------------
+
+    def cut(self, link_name: str, mode: CutMode = "hard") -> Event:
+        link = self.topo.link(link_name)
+        if mode == "hard":
+            _ip(self.name, link.a, "link", "set", "dev", link.a_dev, "down")
+        elif mode == "gray":
+            for node, dev in _ends(link):
+                _ingress_chain(self.name, node, dev, "gray", "drop")
+        else:
+            raise LabError(f"cut mode must be hard or gray, not {mode!r}")
+        return record(self.name, "cut", link.name, mode)
+
+    def restore(self, link_name: str) -> Event:
+        """Undo cut (hard or gray) and degrade of a link; safe on a healthy link."""
+        link = self.topo.link(link_name)
+        for node, dev in _ends(link):
+            _drop_chain(self.name, node, dev, "gray")
+            _drop_chain(self.name, node, dev, "loss")
+            self.reapply(node, dev)  # "link set up" first, then what admin down deleted
+        return record(self.name, "restore", link.name, "up")
+
+    def degrade(self, link_name: str, loss_pct: float) -> Event:
+        if not 0.0 <= loss_pct <= 100.0:
+            raise LabError(f"--loss must be a percentage in 0..100, not {loss_pct}")
+        link = self.topo.link(link_name)
+        per_million = round(loss_pct * 10_000)
+        for node, dev in _ends(link):
+            if per_million == 0:
+                _drop_chain(self.name, node, dev, "loss")
+            else:
+                rule = (
+                    "drop"
+                    if per_million >= 1_000_000
+                    else f"numgen random mod 1000000 < {per_million} drop"
+                )
+                _ingress_chain(self.name, node, dev, "loss", "accept", rule)
+        return record(self.name, "degrade", link.name, f"loss {loss_pct:g}%")
+
+    def flap(self, link_name: str, period: float, count: int) -> list[Event]:
+        """Down for period/2, up for period/2, count times (the sleeps ARE the flap)."""
+        if period <= 0 or count < 1:
+            raise LabError("flap needs --period > 0 and --count >= 1")
+        events: list[Event] = []
+        for _ in range(count):
+            events.append(self.cut(link_name, "hard"))
+            time.sleep(period / 2)
+            events.append(self.restore(link_name))
+            time.sleep(period / 2)
+        return events
+
+    # -- nodes and ports --------------------------------------------------------------------
+
+    def fail(self, target: str) -> Event:
+        if ":" in target:
+            host, port = self._port(target)
+            _ip(self.name, host, "link", "set", "dev", port, "down")
+            return record(self.name, "fail", target, "port down")
+        sw = self._switch(target)
+        _nft(
+            self.name,
+            sw,
+            (
+                f"table inet {FAIL_TABLE} {{\n  chain pre {{\n"
+                "    type filter hook prerouting priority -400; policy drop;\n  }\n}\n"
+            ),
+        )
+        return record(self.name, "fail", sw, "stop forwarding")
+
+    def unfail(self, target: str) -> Event:
+        if ":" in target:
+            host, port = self._port(target)
+            self.reapply(host, port)
+            return record(self.name, "restore", target, "port up")
+        sw = self._switch(target)
+        _nft(
+            self.name,
+            sw,
+            f"delete table inet {FAIL_TABLE}\n",
+            ok_errors=("No such file or directory",),
+        )
+        return record(self.name, "restore", sw, "forwarding")
+
+    def _port(self, target: str) -> tuple[str, str]:
+        host, _, port = target.partition(":")
+        self.topo.check_node(host)
+        if self.topo.kind_of(host) != "host" or port not in {
+            dev for dev, _, _ in self.topo.ports(host)
+        }:
+            raise LabError(f"{target!r} is not HOST:PORT (e.g. h0:p1)")
+        return host, port
+
+    def _switch(self, node: str) -> str:
+        self.topo.check_node(node)
+        if self.topo.kind_of(node) == "host":
+            raise LabError(f"fail takes a switch or HOST:PORT, not the host {node!r}")
+        return node
+
+
+def restore_any(lab: Lab, target: str) -> Event:
+    """`mrc lab restore TARGET`: a switch, a HOST:PORT ("h0:p1") or a link ("a:b")."""
+    if ":" not in target or re.fullmatch(r"p\d+", target.partition(":")[2]):
+        return lab.unfail(target)
+    return lab.restore(target)
