@@ -44,6 +44,7 @@ enum {
     OP_CLOSE_ACK = 0x0C,
     NACK_REASON_MIN = 1,
     NACK_REASON_MAX = 5,
+    KNOWN_FLAGS = 0x0F,        /* RTX | TS | ECN_ECHO | ACK_REQ */
     BATCH_CHUNK = 64,          /* mmsghdr entries per sendmmsg/recvmmsg call */
 };
 
@@ -283,7 +284,7 @@ static void finish(uint8_t *pkt, size_t total, size_t l4_off, const uint8_t *fin
     put16(udp + 6, udp6_field(pkt + 8, final_dst, udp, total - l4_off));
 }
 
-int mrc_encode_tmpl(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
                     const struct mrc_header *hdr, const char *payload, size_t payload_len)
 {
     if (hdr->opcode > OP_CLOSE_ACK || (payload_len && !is_data(hdr->opcode)))
@@ -294,15 +295,16 @@ int mrc_encode_tmpl(uint8_t *out, size_t cap, const struct mrc_template *t,
         return MRC_E_ARG;                 /* no jumbograms (RFC 2675) */
     if (total > cap)
         return MRC_E_NOSPACE;
-    memcpy(out, t->bytes, t->len);
-    put_header(out + t->len, hdr);
+    uint8_t *o = (uint8_t *)out;
+    memcpy(o, t->bytes, t->len);
+    put_header(o + t->len, hdr);
     if (payload_len)
-        memcpy(out + t->len + hlen, payload, payload_len);
-    finish(out, total, t->len - UDP_LEN, t->final_dst);
+        memcpy(o + t->len + hlen, payload, payload_len);
+    finish(o, total, t->len - UDP_LEN, t->final_dst);
     return (int)total;
 }
 
-int mrc_encode_data(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_data(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t psn, uint32_t msn, uint32_t msg_offset, uint32_t msg_len,
                     uint64_t ts, const char *payload, size_t payload_len)
@@ -316,7 +318,7 @@ int mrc_encode_data(uint8_t *out, size_t cap, const struct mrc_template *t,
     return mrc_encode_tmpl(out, cap, t, &h, payload, payload_len);
 }
 
-int mrc_encode_sack(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_sack(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t cum_psn, uint32_t sack_base, uint64_t bitmap, uint32_t ev,
                     uint64_t ts, uint16_t ooo_count, uint16_t rwnd_penalty, uint32_t rwnd)
@@ -331,7 +333,7 @@ int mrc_encode_sack(uint8_t *out, size_t cap, const struct mrc_template *t,
     return mrc_encode_tmpl(out, cap, t, &h, NULL, 0);
 }
 
-int mrc_encode(uint8_t *out, size_t cap, const struct mrc_path *path,
+int mrc_encode(char *out, size_t cap, const struct mrc_path *path,
                const struct mrc_header *hdr, const char *payload, size_t payload_len)
 {
     struct mrc_template t;
@@ -341,8 +343,8 @@ int mrc_encode(uint8_t *out, size_t cap, const struct mrc_path *path,
     return mrc_encode_tmpl(out, cap, &t, hdr, payload, payload_len);
 }
 
-int mrc_encode_data_batch(uint8_t *out, size_t cap, const struct mrc_template *templates,
-                          const uint32_t *tidx, const struct mrc_header *hdrs,
+int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *const *templates,
+                          const struct mrc_header *hdrs,
                           const char *payloads, const uint32_t *poffs, uint32_t n,
                           uint32_t *offsets)
 {
@@ -351,7 +353,7 @@ int mrc_encode_data_batch(uint8_t *out, size_t cap, const struct mrc_template *t
         if (!is_data(hdrs[i].opcode) || poffs[i + 1] < poffs[i])
             return MRC_E_ARG;
         offsets[i] = (uint32_t)pos;
-        int rc = mrc_encode_tmpl(out + pos, cap - pos, &templates[tidx[i]], &hdrs[i],
+        int rc = mrc_encode_tmpl(out + pos, cap - pos, templates[i], &hdrs[i],
                                  payloads + poffs[i], poffs[i + 1] - poffs[i]);
         if (rc < 0)
             return rc;
@@ -388,7 +390,9 @@ static int decode_ipv6(struct cursor *c, struct mrc_decoded *d, uint8_t *nh)
     const uint8_t *p = c->base + c->pos;
     uint32_t word = get32(p);
     CHECK(word >> 28 == 6, MRC_E_IPV6_VERSION);
-    CHECK((size_t)get16(p + 4) == c->end - IPV6_LEN, MRC_E_IPV6_LENGTH);
+    size_t ip_len = get16(p + 4);
+    CHECK(ip_len <= c->end - IPV6_LEN, MRC_E_IPV6_TRUNCATED);   /* cut in transit */
+    CHECK(ip_len == c->end - IPV6_LEN, MRC_E_IPV6_LENGTH);      /* trailing bytes */
     uint8_t tc = (uint8_t)(word >> 20);
     d->dscp = tc >> 2;
     d->ecn = tc & 3;
@@ -446,13 +450,13 @@ static int decode_udp(struct cursor *c, struct mrc_decoded *d, int dport)
     const uint8_t *p = c->base + c->pos;
     size_t udp_len = c->end - c->pos;
     CHECK(get16(p + 4) == udp_len, MRC_E_UDP_LENGTH);
+    d->sport = get16(p);
+    d->dport = get16(p + 2);
+    CHECK(dport < 0 || d->dport == dport, MRC_E_UDP_PORT);
     CHECK(get16(p + 6) != 0, MRC_E_UDP_CHECKSUM_ZERO);
     /* RFC 8200 8.1: the checksum covers the final destination, segments[0] with an SRH */
     const uint8_t *final_dst = d->n_segments ? c->base + d->seg_off : d->dst;
     CHECK(udp6_sum(d->src, final_dst, p, udp_len) == 0xffff, MRC_E_UDP_CHECKSUM);
-    d->sport = get16(p);
-    d->dport = get16(p + 2);
-    CHECK(dport < 0 || d->dport == dport, MRC_E_UDP_PORT);
     d->ev |= (uint32_t)d->sport << 16;
     d->l4_off = (uint32_t)c->pos;
     c->pos += UDP_LEN;
@@ -523,6 +527,7 @@ static int decode_mrc(struct cursor *c, struct mrc_decoded *d)
     const uint8_t *p = c->base + c->pos;
     CHECK(p[0] == MRC_VERSION, MRC_E_MRC_VERSION);
     CHECK(p[1] <= OP_CLOSE_ACK, MRC_E_OPCODE);
+    CHECK((p[2] & ~KNOWN_FLAGS) == 0, MRC_E_FLAGS);
     h->opcode = p[1];
     h->flags = p[2];
     h->dst_conn = get32(p + 4);
@@ -539,6 +544,8 @@ static int decode_mrc(struct cursor *c, struct mrc_decoded *d)
     CHECK(d->payload_len == 0, MRC_E_TRAILING);
     if (h->opcode == OP_NACK)
         CHECK(h->reason >= NACK_REASON_MIN && h->reason <= NACK_REASON_MAX, MRC_E_NACK_REASON);
+    if (h->opcode == OP_ACK)
+        CHECK(h->bitmap == 0, MRC_E_ACK_BITMAP);   /* an ACK is a SACK with nothing to add */
     return MRC_OK;
 }
 
@@ -557,6 +564,13 @@ int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out)
     if (rc == MRC_OK)
         rc = decode_mrc(&c, out);
     return rc;
+}
+
+int mrc_decode_l4(const char *buf, size_t len, int dport)
+{
+    struct mrc_decoded d;
+    int rc = mrc_decode(buf, len, dport, &d);
+    return rc < 0 ? rc : (int)d.l4_off;
 }
 
 /* ---------------------------------------------------------------- batched socket IO */

@@ -121,36 +121,40 @@ int mrc_template_build(struct mrc_template *t, const struct mrc_path *path);
 
 /* Encode one complete packet into out[0:cap] from a template. Returns the packet length
  * or a negative mrc_err. */
-int mrc_encode_tmpl(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
                     const struct mrc_header *hdr, const char *payload, size_t payload_len);
 
 /* The data-packet special case with scalar arguments (no header struct to fill). */
-int mrc_encode_data(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_data(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t psn, uint32_t msn, uint32_t msg_offset, uint32_t msg_len,
                     uint64_t ts, const char *payload, size_t payload_len);
 
 /* The SACK/ACK special case with scalar arguments. */
-int mrc_encode_sack(uint8_t *out, size_t cap, const struct mrc_template *t,
+int mrc_encode_sack(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t cum_psn, uint32_t sack_base, uint64_t bitmap, uint32_t ev,
                     uint64_t ts, uint16_t ooo_count, uint16_t rwnd_penalty, uint32_t rwnd);
 
 /* Encode one complete packet from a path and header. */
-int mrc_encode(uint8_t *out, size_t cap, const struct mrc_path *path,
+int mrc_encode(char *out, size_t cap, const struct mrc_path *path,
                const struct mrc_header *hdr, const char *payload, size_t payload_len);
 
-/* N data packets back to back into out[0:cap]: packet i from templates[tidx[i]],
- * hdrs[i] and payloads[poffs[i]:poffs[i+1]]. offsets (n + 1 entries) receives where each
- * packet starts and the total. Returns the total length or a negative mrc_err. */
-int mrc_encode_data_batch(uint8_t *out, size_t cap, const struct mrc_template *templates,
-                          const uint32_t *tidx, const struct mrc_header *hdrs,
+/* N data packets back to back into out[0:cap]: packet i from *templates[i], hdrs[i] and
+ * payloads[poffs[i]:poffs[i+1]]. offsets (n + 1 entries) receives where each packet
+ * starts and the total. Returns the total length or a negative mrc_err. */
+int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *const *templates,
+                          const struct mrc_header *hdrs,
                           const char *payloads, const uint32_t *poffs, uint32_t n,
                           uint32_t *offsets);
 
 /* Parse buf[0:len] (untrusted). dport < 0 accepts any UDP destination port. Returns
  * MRC_OK or a negative mrc_err; never reads outside buf[0:len]. */
 int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out);
+
+/* mrc_decode without the struct, for callers that parse the (validated) fields
+ * themselves: returns the offset of the UDP header, or a negative mrc_err. */
+int mrc_decode_l4(const char *buf, size_t len, int dport);
 
 /* A destination for mrc_send_batch (converted to sockaddr_in6 in C). */
 struct mrc_addr6 {
