@@ -1,0 +1,259 @@
+"""`mrc lab`: build, inspect and break a multi-plane Clos fabric of network namespaces.
+
+Parsing and printing only; the work is in labs/ (topology -> plan -> apply, faults, check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mrc_transport.cli.main import UsageError
+
+DEFAULT_LAB = "mrc"
+
+
+def register(subparsers: Any, help_text: str) -> None:
+    lab = subparsers.add_parser("lab", help=help_text, description=help_text)
+    sub = lab.add_subparsers(dest="lab_command", metavar="ACTION", parser_class=type(lab))
+    lab.set_defaults(func=_no_action)
+
+    def add(
+        name: str, func: Callable[[argparse.Namespace], int], text: str, named: bool = True
+    ) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+        if named:
+            p.add_argument("--name", default=DEFAULT_LAB, help=f"lab name (default {DEFAULT_LAB})")
+        p.set_defaults(func=_guarded(func))
+        return p
+
+    p = add("up", _up, "create the lab's namespaces, links, routes, SIDs, shaping, marking")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", choices=("tiny", "default", "large"), default=None)
+    src.add_argument("--topology", metavar="FILE", help="YAML topology file")
+    p.add_argument("--force", action="store_true", help="replace an existing lab of that name")
+    p = add("down", _down, "remove everything the lab created (idempotent)")
+    p.add_argument("--all", action="store_true", help="every lab with a state file")
+    add("status", _status, "namespaces present and recent events")
+    add("list", _list, "labs with a state file", named=False)
+    p = add("exec", _exec, "run a command in a node's namespace: exec NODE -- CMD...")
+    p.add_argument("node")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    p = add("graph", _graph, "draw the fabric (PNG or SVG, by extension)")
+    p.add_argument("out", metavar="FILE")
+    p = add("check", _check, "probe every path between every host pair in both encodings")
+    p.add_argument("--json", action="store_true", help="a JSON list of probe results")
+    p.add_argument("--timeout", type=float, default=1.0, help="seconds (default 1)")
+    p = add("cut", _cut, "cut a link: hard (carrier loss) or gray (silent drop)")
+    p.add_argument("link", help='"a:b", e.g. t0-p0-0:t1-p0-1')
+    p.add_argument("--mode", choices=("hard", "gray"), default="hard")
+    p = add("restore", _restore, "undo a cut, degrade or fail (LINK, SWITCH or HOST:PORT)")
+    p.add_argument("target")
+    p = add("flap", _flap, "cut and restore a link repeatedly")
+    p.add_argument("link")
+    p.add_argument("--period", type=float, default=1.0, help="seconds per down+up cycle")
+    p.add_argument("--count", type=int, default=3)
+    p = add("degrade", _degrade, "random loss on a link, both ways (0 removes it)")
+    p.add_argument("link")
+    p.add_argument("--loss", type=float, required=True, metavar="PCT")
+    p = add("fail", _fail, "a switch stops forwarding, or a HOST:PORT goes down")
+    p.add_argument("target")
+    add("events", _events, "print the lab's fault log (JSONL)")
+
+
+def _no_action(args: argparse.Namespace) -> int:
+    raise UsageError("missing ACTION (up, down, status, list, exec, graph, check, cut, ...)")
+
+
+def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """LabError (bad topology, unknown lab/link/node) -> UsageError: one line, exit 2.
+    ApplyError (a command failed inside the lab) -> one line, exit 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        from labs.errors import ApplyError, LabError
+
+        try:
+            return func(args)
+        except ApplyError as exc:
+            print(f"mrc lab {args.lab_command}: {exc}", file=sys.stderr)
+            return 1
+        except LabError as exc:
+            raise UsageError(str(exc)) from None
+
+    return run
+
+
+def _need_root() -> None:
+    from labs.errors import LabError
+
+    if os.geteuid() != 0:
+        raise LabError("needs root (network namespaces); try sudo")
+
+
+def _up(args: argparse.Namespace) -> int:
+    from labs.apply import up
+    from labs.topology import check_lab_name, load_yaml, preset
+
+    check_lab_name(args.name)
+    topo = load_yaml(args.topology) if args.topology else preset(args.preset or "default")
+    _need_root()
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task(f"lab {args.name}: {len(topo.nodes)} namespaces", total=None)
+
+        def progress(total: int, _stage: int) -> Callable[[int], None]:
+            bar.update(task, total=total)
+            return lambda n: bar.advance(task, n)
+
+        took = up(topo, args.name, force=args.force, progress=progress)
+    print(
+        f"lab {args.name} up: {len(topo.hosts)} hosts, {len(topo.switches)} switches, "
+        f"{len(topo.links)} links, {topo.planes} planes in {took:.2f} s"
+    )
+    return 0
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _down(args: argparse.Namespace) -> int:
+    from labs.apply import down
+    from labs.state import list_labs
+
+    _need_root()
+    names = list_labs() if args.all else [args.name]
+    for name in names:
+        n = down(name)
+        print(f"lab {name} down: {n} namespaces removed")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from labs.state import list_labs, load_state
+
+    for name in list_labs():
+        st = load_state(name)
+        t = st.topology
+        flag = "" if st.complete else " (incomplete: run down)"
+        print(f"{name}: {t.planes} planes, {len(t.hosts)} hosts, {len(t.switches)} switches{flag}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from labs import netns
+    from labs.faults import read_events
+    from labs.state import load_state
+
+    st = load_state(args.name)
+    present = sum(netns.exists(ns) for ns in st.namespaces)
+    t = st.topology
+    print(
+        f"lab {st.lab}: {'complete' if st.complete else 'INCOMPLETE'}, "
+        f"{present}/{len(st.namespaces)} namespaces present"
+    )
+    print(
+        f"  {t.planes} planes x ({t.racks} T0 + {t.t1_per_plane} T1), "
+        f"{len(t.hosts)} hosts, host links {t.host_link.rate_bps / 1e6:g} Mbit/s, "
+        f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}"
+    )
+    for ev in read_events(args.name)[-5:]:
+        print(f"  t_mono={ev['t_mono']:.6f} {ev['kind']} {ev['target']} {ev['action']}")
+    return 0
+
+
+def _exec(args: argparse.Namespace) -> int:
+    from labs.state import load_state
+    from labs.topology import namespace
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise UsageError("exec NODE -- CMD...: missing CMD")
+    st = load_state(args.name)
+    st.topology.check_node(args.node)
+    _need_root()
+    return subprocess.call(["ip", "netns", "exec", namespace(args.name, args.node), *cmd])
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from labs.graph import draw
+    from labs.state import load_state
+
+    if not args.out.endswith((".png", ".svg")):
+        raise UsageError("graph FILE must end in .png or .svg")
+    draw(load_state(args.name).topology, args.out, title=f"lab {args.name}")
+    print(args.out)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from labs.check import matrix, run_check
+    from labs.state import load_state
+
+    _need_root()
+    st = load_state(args.name)
+    results = run_check(args.name, st.topology, timeout=args.timeout)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results]))
+    else:
+        print(matrix(results, st.topology.hosts))
+        bad = [r for r in results if not r.ok]
+        print(f"{len(results) - len(bad)}/{len(results)} probes OK")
+        for r in bad[:20]:
+            print(f"FAIL {r.src}->{r.dst} plane {r.plane} {r.encoding} via {' '.join(r.hops)}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _lab(args: argparse.Namespace) -> Any:
+    from labs.faults import Lab
+
+    _need_root()
+    return Lab(args.name)
+
+
+def _say(ev: Any) -> None:
+    print(f"t_mono={ev.t_mono:.6f} {ev.kind} {ev.target} {ev.action}")
+
+
+def _cut(args: argparse.Namespace) -> int:
+    _say(_lab(args).cut(args.link, args.mode))
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from labs.faults import restore_any
+
+    _say(restore_any(_lab(args), args.target))
+    return 0
+
+
+def _flap(args: argparse.Namespace) -> int:
+    for ev in _lab(args).flap(args.link, args.period, args.count):
+        _say(ev)
+    return 0
+
+
+def _degrade(args: argparse.Namespace) -> int:
+    _say(_lab(args).degrade(args.link, args.loss))
+    return 0
+
+
+def _fail(args: argparse.Namespace) -> int:
+    _say(_lab(args).fail(args.target))
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    from labs.faults import read_events
+
+    for ev in read_events(args.name):
+        print(json.dumps(ev))
+    return 0
