@@ -1,0 +1,192 @@
+"""demo.timeline on synthetic timelines whose stalls, baselines and recoveries are known."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrc_transport.demo.timeline import (
+    Delivery,
+    FaultWindow,
+    Params,
+    analyse,
+    flow_totals,
+    goodput,
+    longest_stall,
+    pair_events,
+    recovery_time,
+)
+
+MS = 0.001
+CHUNK = 12_500  # bytes per ms = 100 Mbit/s
+
+
+def flow(
+    name: str, t0: float, t1: float, gaps: tuple[tuple[float, float], ...] = (),
+    halves: tuple[tuple[float, float], ...] = (),
+) -> list[Delivery]:
+    """One delivery of CHUNK bytes in the middle of every ms of [t0, t1), none inside a gap,
+    every other ms inside a "half" span (half rate)."""
+    out: list[Delivery] = []
+    k = 0
+    while (t := t0 + (k + 0.5) * MS) < t1:
+        k += 1
+        if any(a <= t < b for a, b in gaps):
+            continue
+        if any(a <= t < b for a, b in halves) and k % 2:
+            continue
+        out.append(Delivery(t, CHUNK, name))
+    return out
+
+
+def test_goodput_bins_are_exact_and_drop_the_partial_last_bin() -> None:
+    rs = flow("mrc", 0.0, 1.0)
+    g = goodput(rs, 0.0, 0.995, bin_s=0.01)
+    assert len(g.bps) == 99
+    assert set(g.bps) == {100e6}
+    g5 = goodput(rs, 0.0, 1.0, bin_s=0.005)
+    assert len(g5.bps) == 200 and set(g5.bps) == {100e6}
+    assert g5.times()[3] == pytest.approx(0.015)
+
+
+def test_goodput_shows_a_gap_as_empty_bins() -> None:
+    rs = flow("tcp", 0.0, 1.0, gaps=((0.30, 0.35),))
+    g = goodput(rs, 0.0, 1.0)
+    assert g.bps[29] == 100e6 and g.bps[35] == 100e6
+    assert g.bps[30:35] == (0.0,) * 5
+
+
+def test_totals() -> None:
+    rs = flow("a", 0.0, 2.0) + flow("b", 0.0, 2.0, halves=((0.0, 2.0),))
+    tot = flow_totals(rs, 0.0, 2.0)
+    assert tot["a"].nbytes == 2000 * CHUNK
+    assert tot["a"].goodput_bps == pytest.approx(100e6)
+    assert tot["b"].deliveries == 1000
+    assert tot["b"].goodput_bps == pytest.approx(50e6)
+
+
+def test_stall_is_the_gap_across_the_fault() -> None:
+    rs = flow("tcp", 0.0, 10.0, gaps=((3.0, 3.2),))
+    times = [d.t_mono for d in rs]
+    s = longest_stall(times, 3.0, 3.5, 0.0, 10.0)
+    assert s is not None and not s.open_ended
+    assert s.start == pytest.approx(2.9995)
+    assert s.end == pytest.approx(3.2005)
+    assert s.duration == pytest.approx(0.201)
+
+
+def test_stall_that_began_before_the_window_counts_and_later_gaps_do_not() -> None:
+    rs = flow("tcp", 0.0, 10.0, gaps=((2.9, 3.1), (6.0, 7.0)))
+    times = [d.t_mono for d in rs]
+    s = longest_stall(times, 3.0, 3.5, 0.0, 10.0)
+    assert s is not None and s.duration == pytest.approx(0.201)
+
+
+def test_no_delivery_after_the_fault_is_an_open_ended_stall() -> None:
+    rs = flow("tcp", 0.0, 4.0)
+    times = [d.t_mono for d in rs]
+    s = longest_stall(times, 3.5, 5.0, 0.0, 8.0)
+    assert s is not None and s.open_ended
+    assert s.end == 8.0
+    assert s.duration == pytest.approx(8.0 - 3.9995)
+
+
+def test_fault_at_the_very_start() -> None:
+    rs = flow("mrc", 0.3, 5.0)
+    fault = FaultWindow("cut", "t0-p0-0:t1-p0-0", "gray", 0.0, 0.2)
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=5.0)
+    ff = res.flows["mrc"]
+    assert ff.stall is not None and ff.stall.start == 0.0
+    assert ff.stall.duration == pytest.approx(0.3005)
+    assert ff.baseline_bps is None and ff.recovery_s is None  # nothing healthy to compare
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=5.0, capacity_bps={"mrc": 100e6})
+    assert res.flows["mrc"].recovery_s == pytest.approx(0.3)  # first full bin at 0.30
+
+
+def test_recovery_to_the_surviving_capacity() -> None:
+    # Full rate, a 50 ms stall at 5.0, half rate for a second, then full rate again.
+    rs = flow("mrc", 0.0, 10.0, gaps=((5.0, 5.05),), halves=((5.05, 6.05),))
+    fault = FaultWindow("cut", "t0-p0-0:t1-p0-0", "hard", 5.0, 8.0)
+    half = analyse(rs, [fault], t_begin=0.0, t_stop=10.0, surviving=lambda f, fl: 0.5)
+    full = analyse(rs, [fault], t_begin=0.0, t_stop=10.0)
+    h, f = half[0].flows["mrc"], full[0].flows["mrc"]
+    assert h.baseline_bps == pytest.approx(100e6)
+    assert h.target_bps == pytest.approx(45e6)
+    assert h.recovery_s == pytest.approx(0.05)
+    assert f.recovery_s == pytest.approx(1.05)
+    # 4.9995 -> 5.0515: the half-rate span skips its first ms (5.0505) too.
+    assert h.stall is not None and h.stall.duration == pytest.approx(0.052)
+
+
+def test_no_recovery_within_the_fault_window_is_none() -> None:
+    rs = flow("tcp", 0.0, 10.0, halves=((5.0, 10.0),))
+    fault = FaultWindow("degrade", "t0-p0-0:t1-p0-0", "loss 5%", 5.0, 6.0)
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=10.0)
+    assert res.flows["tcp"].recovery_s is None
+    assert res.flows["tcp"].baseline_bps == pytest.approx(100e6)
+
+
+def test_no_dip_is_zero_recovery() -> None:
+    rs = flow("mrc", 0.0, 3.0)
+    fault = FaultWindow("cut", "x:y", "gray", 1.234, 2.0)
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=3.0)
+    assert res.flows["mrc"].recovery_s == 0.0
+    assert res.flows["mrc"].stall is not None
+    assert res.flows["mrc"].stall.duration == pytest.approx(0.001)
+
+
+def test_overlapping_faults_keep_the_healthy_baseline() -> None:
+    # 100 Mbit/s until 2.0, half rate while fault A [2, 4] and B [3, 5] overlap, full after.
+    rs = flow("mrc", 0.0, 8.0, halves=((2.0, 5.0),))
+    a = FaultWindow("cut", "l1", "hard", 2.0, 4.0)
+    b = FaultWindow("cut", "l2", "hard", 3.0, 5.0)
+    ra, rb = analyse(rs, [a, b], t_begin=0.0, t_stop=8.0, surviving=lambda f, fl: 0.5,
+                     params=Params(margin=0.1))
+    assert rb.flows["mrc"].baseline_bps == pytest.approx(100e6)  # not the depressed 50
+    assert rb.flows["mrc"].recovery_s == 0.0  # 50 >= 0.9 * 0.5 * 100
+    assert ra.flows["mrc"].recovery_s == 0.0
+    # With full capacity expected, B recovers only when the rate comes back at 5.0.
+    (_, rb_full) = analyse(rs, [a, b], t_begin=0.0, t_stop=8.0, params=Params(margin=0.1))
+    assert rb_full.flows["mrc"].recovery_s == pytest.approx(2.0)
+
+
+def test_baseline_uses_only_the_last_pre_seconds() -> None:
+    rs = flow("mrc", 0.0, 3.0, halves=((0.0, 1.0),))
+    fault = FaultWindow("cut", "l1", "hard", 2.0, 2.5)
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=3.0, params=Params(pre_s=1.0))
+    assert res.flows["mrc"].baseline_bps == pytest.approx(100e6)
+    (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=3.0, params=Params(pre_s=2.0))
+    assert res.flows["mrc"].baseline_bps == pytest.approx(75e6)
+
+
+def test_recovery_time_needs_a_sustained_run() -> None:
+    from mrc_transport.demo.timeline import Goodput
+
+    g = Goodput(0.0, 0.01, (100.0, 0.0, 100.0, 0.0, 100.0, 100.0, 100.0, 0.0))
+    assert recovery_time(g, 0.0, 90.0, 1, 1.0) == 0.0
+    assert recovery_time(g, 0.0, 90.0, 3, 1.0) == pytest.approx(0.04)
+    assert recovery_time(g, 0.0, 90.0, 3, 0.03) is None  # the run starts after the limit
+    assert recovery_time(g, 0.0, 90.0, 4, 1.0) is None
+    with pytest.raises(ValueError, match="hold_bins"):
+        recovery_time(g, 0.0, 90.0, 0, 1.0)
+
+
+def test_pair_events_from_the_lab_log() -> None:
+    log = [
+        {"t_mono": 10.0, "t_wall": 1.0, "kind": "cut", "target": "a:b", "action": "gray"},
+        {"t_mono": 12.0, "t_wall": 3.0, "kind": "restore", "target": "a:b", "action": "up"},
+        {"t_mono": 13.0, "t_wall": 4.0, "kind": "degrade", "target": "c:d", "action": "loss 5%"},
+        {"t_mono": 13.5, "t_wall": 4.5, "kind": "cut", "target": "c:d", "action": "hard"},
+        {"t_mono": 14.0, "t_wall": 5.0, "kind": "restore", "target": "c:d", "action": "up"},
+        {"t_mono": 11.0, "t_wall": 2.0, "kind": "fail", "target": "t1-p0-1", "action": "x"},
+        {"t_mono": 15.0, "t_wall": 6.0, "kind": "restore", "target": "zz", "action": "up"},
+    ]
+    got = pair_events(log, t_stop=20.0)
+    assert [(f.kind, f.target, f.t_start, f.t_end, f.restored) for f in got] == [
+        ("cut", "a:b", 10.0, 12.0, True),
+        ("fail", "t1-p0-1", 11.0, 20.0, False),
+        ("degrade", "c:d", 13.0, 14.0, True),
+        ("cut", "c:d", 13.5, 14.0, True),
+    ]
+    assert got[2].action == "loss 5%"
+    with pytest.raises(ValueError, match="t_mono"):
+        pair_events([{"t_mono": "x", "kind": "cut", "target": "a"}], 1.0)
