@@ -44,14 +44,16 @@ def test_goodput_bins_are_exact_and_drop_the_partial_last_bin() -> None:
     assert len(g.bps) == 99
     assert set(g.bps) == {100e6}
     g5 = goodput(rs, 0.0, 1.0, bin_s=0.005)
-    assert len(g5.bps) == 200 and set(g5.bps) == {100e6}
+    assert len(g5.bps) == 200
+    assert set(g5.bps) == {100e6}
     assert g5.times()[3] == pytest.approx(0.015)
 
 
 def test_goodput_shows_a_gap_as_empty_bins() -> None:
     rs = flow("tcp", 0.0, 1.0, gaps=((0.30, 0.35),))
     g = goodput(rs, 0.0, 1.0)
-    assert g.bps[29] == 100e6 and g.bps[35] == 100e6
+    assert g.bps[29] == 100e6
+    assert g.bps[35] == 100e6
     assert g.bps[30:35] == (0.0,) * 5
 
 
@@ -68,7 +70,8 @@ def test_stall_is_the_gap_across_the_fault() -> None:
     rs = flow("tcp", 0.0, 10.0, gaps=((3.0, 3.2),))
     times = [d.t_mono for d in rs]
     s = longest_stall(times, 3.0, 3.5, 0.0, 10.0)
-    assert s is not None and not s.open_ended
+    assert s is not None
+    assert not s.open_ended
     assert s.start == pytest.approx(2.9995)
     assert s.end == pytest.approx(3.2005)
     assert s.duration == pytest.approx(0.201)
@@ -78,14 +81,16 @@ def test_stall_that_began_before_the_window_counts_and_later_gaps_do_not() -> No
     rs = flow("tcp", 0.0, 10.0, gaps=((2.9, 3.1), (6.0, 7.0)))
     times = [d.t_mono for d in rs]
     s = longest_stall(times, 3.0, 3.5, 0.0, 10.0)
-    assert s is not None and s.duration == pytest.approx(0.201)
+    assert s is not None
+    assert s.duration == pytest.approx(0.201)
 
 
 def test_no_delivery_after_the_fault_is_an_open_ended_stall() -> None:
     rs = flow("tcp", 0.0, 4.0)
     times = [d.t_mono for d in rs]
     s = longest_stall(times, 3.5, 5.0, 0.0, 8.0)
-    assert s is not None and s.open_ended
+    assert s is not None
+    assert s.open_ended
     assert s.end == 8.0
     assert s.duration == pytest.approx(8.0 - 3.9995)
 
@@ -95,9 +100,11 @@ def test_fault_at_the_very_start() -> None:
     fault = FaultWindow("cut", "t0-p0-0:t1-p0-0", "gray", 0.0, 0.2)
     (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=5.0)
     ff = res.flows["mrc"]
-    assert ff.stall is not None and ff.stall.start == 0.0
+    assert ff.stall is not None
+    assert ff.stall.start == 0.0
     assert ff.stall.duration == pytest.approx(0.3005)
-    assert ff.baseline_bps is None and ff.recovery_s is None  # nothing healthy to compare
+    assert ff.baseline_bps is None
+    assert ff.recovery_s is None
     (res,) = analyse(rs, [fault], t_begin=0.0, t_stop=5.0, capacity_bps={"mrc": 100e6})
     assert res.flows["mrc"].recovery_s == pytest.approx(0.3)  # first full bin at 0.30
 
@@ -114,7 +121,8 @@ def test_recovery_to_the_surviving_capacity() -> None:
     assert h.recovery_s == pytest.approx(0.05)
     assert f.recovery_s == pytest.approx(1.05)
     # 4.9995 -> 5.0515: the half-rate span skips its first ms (5.0505) too.
-    assert h.stall is not None and h.stall.duration == pytest.approx(0.052)
+    assert h.stall is not None
+    assert h.stall.duration == pytest.approx(0.052)
 
 
 def test_no_recovery_within_the_fault_window_is_none() -> None:
