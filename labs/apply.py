@@ -102,7 +102,7 @@ def run_jobs(jobs: Sequence[Job], progress: Progress | None = None) -> None:
     for job in jobs:
         if len(running) >= MAX_PARALLEL:
             reap(*running.pop(0))
-        pre = partial(netns.preexec_enter, job.ns) if job.ns else None
+        pre = partial(netns.preexec_enter, job.ns)
         proc = subprocess.Popen(
             job.argv,
             stdin=subprocess.PIPE,
@@ -124,7 +124,12 @@ def run_jobs(jobs: Sequence[Job], progress: Progress | None = None) -> None:
 def run_root_batch(lines: Sequence[str], force: bool = False) -> subprocess.CompletedProcess[str]:
     argv = ["ip", *(["-force"] if force else []), "-b", "-"]
     return subprocess.run(
-        argv, input="".join(f"{ln}\n" for ln in lines), capture_output=True, text=True, check=False
+        argv,
+        preexec_fn=netns.die_with_parent,
+        input="".join(f"{ln}\n" for ln in lines),
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -208,12 +213,19 @@ def up(
 
 def down(lab: str) -> int:
     """Delete every namespace the lab's state file lists; idempotent. Returns how many."""
+    if not lab_exists(lab):
+        return 0
     state: LabState = load_state(lab)
-    present = [ns for ns in state.namespaces if netns.exists(ns)]
-    if present:
-        res = run_root_batch([f"netns del {ns}" for ns in present], force=True)
-        left = [ns for ns in present if netns.exists(ns)]
-        if left:
-            raise ApplyError(f"netns del {left[0]}: {res.stderr.strip() or 'still present'}")
+    removed, why = 0, "still present"
+    # Twice: a batch of a killed `up` may still be finishing its last namespace.
+    for _ in range(2):
+        present = [ns for ns in state.namespaces if netns.exists(ns)]
+        if present:
+            res = run_root_batch([f"netns del {ns}" for ns in present], force=True)
+            removed += len(present)
+            why = res.stderr.strip() or why
+    left = [ns for ns in state.namespaces if netns.exists(ns)]
+    if left:
+        raise ApplyError(f"netns del {left[0]}: {why}")
     forget(lab)
-    return len(present)
+    return removed

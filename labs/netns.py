@@ -49,8 +49,21 @@ def write_sysctl(key: str, value: str) -> None:
     Path("/proc/sys", *key.split(".")).write_text(value)
 
 
-def preexec_enter(ns: str) -> None:
-    """For Popen(preexec_fn=...): move the child into ``ns`` before exec."""
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+
+
+def die_with_parent() -> None:
+    """For Popen(preexec_fn=...): a SIGKILLed `up` must not leave a batch running that
+    creates namespaces after `down` has removed the others."""
+    _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+
+
+def preexec_enter(ns: str | None) -> None:
+    """For Popen(preexec_fn=...): die with the parent; move into ``ns`` before exec."""
+    die_with_parent()
+    if ns is None:
+        return
     fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
     setns(fd)
     os.close(fd)

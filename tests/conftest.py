@@ -1,0 +1,26 @@
+"""Suite-wide hooks. With MRC_REQUIRE_LAB=1 (CI), a `lab` test that would skip (not root,
+no network namespaces) FAILS instead, so a green run proves the lab tests really ran."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+
+import pytest
+
+REQUIRE_LAB_ENV = "MRC_REQUIRE_LAB"
+
+
+def lab_required() -> bool:
+    return os.environ.get(REQUIRE_LAB_ENV) == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped and lab_required() and item.get_closest_marker("lab") is not None:
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE_LAB_ENV}=1 but this lab test skipped: {report.longrepr}"

@@ -1,0 +1,47 @@
+"""Fixtures for root/namespace tests: a tiny lab under a unique name, ALWAYS torn down."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def require_root_netns() -> None:
+    """Skip (or, with MRC_REQUIRE_LAB=1, fail via tests/conftest.py) without root + netns."""
+    if os.geteuid() != 0:
+        pytest.skip("lab tests need root")
+    if shutil.which("ip") is None or shutil.which("nft") is None:
+        pytest.skip("lab tests need iproute2 and nftables")
+    if not Path("/proc/self/ns/net").exists():
+        pytest.skip("no network namespaces")
+
+
+def unique_lab() -> str:
+    return "t" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def lab_name() -> Iterator[str]:
+    require_root_netns()
+    from labs.apply import down
+
+    name = unique_lab()
+    try:
+        yield name
+    finally:
+        down(name)
+
+
+@pytest.fixture
+def tiny_lab(lab_name: str) -> str:
+    """The tiny preset under lab_name; lab_name's teardown removes it."""
+    from labs.apply import up
+    from labs.topology import preset
+
+    up(preset("tiny"), lab_name)
+    return lab_name
