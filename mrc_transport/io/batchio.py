@@ -40,7 +40,7 @@ SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
 
 def _load() -> tuple[Any, Any]:
     """The extension's (ffi, lib), or (None, None) when switched off or not built."""
-    if os.environ.get("MRC_PUREPYTHON") == "1":
+    if os.environ.get("MRC_PUREPYTHON", "") not in ("", "0"):  # as mrc_transport.wire
         return None, None
     try:
         from mrc_transport._fastpath import ffi, lib
