@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--presets", default="default,large")
+    ap.add_argument("--load", action="store_true", help="all-pairs iperf3 on default instead")
     args = ap.parse_args(argv)
+    if args.load:
+        return load()
     print(
         f"{'preset':8} {'ns':>4} {'veths':>5} | {'lab up':>7} {'floor':>7} {'ratio':>6} | "
         f"{'lab down':>8} {'floor':>7} {'ratio':>6}   (median of {args.repeat}, seconds)"
@@ -89,6 +92,144 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:8} {len(topo.nodes):>4} {veths:>5} | {lu:7.3f} {fu:7.3f} {lu / fu:5.1f}x | "
             f"{ld:8.3f} {fd:7.3f} {ld / fd:5.1f}x"
         )
+    return 0
+
+
+def _cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        parts = [int(x) for x in f.readline().split()[1:]]
+    idle = parts[3] + parts[4]
+    return sum(parts) - idle, sum(parts)
+
+
+def _listening(ns: str, ports: set[int]) -> bool:
+    from labs import netns
+
+    with netns.entered(ns), open("/proc/thread-self/net/tcp6") as f:
+        seen = {
+            int(line.split()[1].rsplit(":", 1)[1], 16)
+            for line in f.readlines()[1:]
+            if line.split()[3] == "0A"
+        }
+    return ports <= seen
+
+
+def _tx_bytes(lab: str, topo: Topology) -> dict[tuple[str, str], int]:
+    """Bytes sent through each host port's tbf (`tc -s -j qdisc`)."""
+    import json
+
+    out: dict[tuple[str, str], int] = {}
+    for h in topo.hosts:
+        res = subprocess.run(
+            ["tc", "-n", namespace(lab, h), "-s", "-j", "qdisc"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for q in json.loads(res.stdout):
+            if q.get("kind") == "tbf":
+                out[(h, q["dev"])] = int(q["bytes"])
+    return out
+
+
+def load(seconds: int = 8) -> int:
+    """Every host sends to every other host at once (iperf3 TCP over the baseline ECMP
+    routes, 56 flows on `default`): goodput vs shaped capacity, and CPU busy share."""
+    import json
+
+    from labs import addressing
+
+    topo = preset("default")
+    lab = "l" + uuid.uuid4().hex[:6]
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        up(topo, lab)
+        hosts = topo.hosts
+        for i, d in enumerate(hosts):
+            ports = {5200 + j for j, s in enumerate(hosts) if s != d}
+            for p in sorted(ports):
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            "ip",
+                            "netns",
+                            "exec",
+                            namespace(lab, d),
+                            "iperf3",
+                            "-s",
+                            "-1",
+                            "-p",
+                            str(p),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+            deadline = time.monotonic() + 10
+            while not _listening(namespace(lab, d), ports):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"iperf3 servers on {d} did not start")
+                time.sleep(0.01)
+            del i
+        clients = []
+        for j, s in enumerate(hosts):
+            for d in hosts:
+                if s == d:
+                    continue
+                clients.append(
+                    subprocess.Popen(
+                        [
+                            "ip",
+                            "netns",
+                            "exec",
+                            namespace(lab, s),
+                            "iperf3",
+                            "-J",
+                            "-t",
+                            str(seconds),
+                            "-c",
+                            str(addressing.baseline_address(topo, d)),
+                            "-B",
+                            str(addressing.baseline_address(topo, s)),
+                            "-p",
+                            str(5200 + j),
+                        ],
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+        time.sleep(1)  # skip slow start: sample CPU over the steady part of the run
+        b0, t0 = _cpu()
+        q0, w0 = _tx_bytes(lab, topo), time.monotonic()
+        time.sleep(seconds - 2)
+        b1, t1 = _cpu()
+        q1, w1 = _tx_bytes(lab, topo), time.monotonic()
+        total = 0.0
+        for c in clients:
+            out, _ = c.communicate(timeout=seconds + 20)
+            total += json.loads(out)["end"]["sum_received"]["bits_per_second"]
+        cap = len(hosts) * topo.planes * topo.host_link.rate_bps
+        print(f"load: {len(clients)} iperf3 TCP flows at once on `default` for {seconds} s")
+        print(
+            f"  goodput sum {total / 1e6:.0f} Mbit/s; host NIC capacity {cap / 1e6:.0f} Mbit/s "
+            f"({len(hosts)} hosts x {topo.planes} ports x {topo.host_link.rate_bps / 1e6:g})"
+            f" -> {100 * total / cap:.0f}%"
+        )
+        util = sorted(8 * (q1[k] - q0[k]) / (w1 - w0) / topo.host_link.rate_bps for k in q0)
+        sat = sum(u >= 0.9 for u in util)
+        print(
+            f"  host NIC port egress utilisation: median {100 * util[len(util) // 2]:.0f}%, "
+            f"max {100 * util[-1]:.0f}%, {sat}/{len(util)} ports at >= 90% of the tbf rate"
+        )
+        print(f"  CPU busy {100 * (b1 - b0) / max(1, t1 - t0):.0f}% of all cores during the run")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        down(lab)
     return 0
 
 
