@@ -226,9 +226,9 @@ def load(seconds: int = 8) -> int:
         )
         print(f"  CPU busy {100 * (b1 - b0) / max(1, t1 - t0):.0f}% of all cores during the run")
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+        for server in procs:
+            server.kill()
+            server.wait()
         down(lab)
     return 0
 
