@@ -1,0 +1,24 @@
+"""Congestion control algorithms behind one small interface, chosen by name."""
+
+from __future__ import annotations
+
+from ..config import Config
+from .base import CongestionControl
+from .fixed import FixedWindow
+from .nscc import Nscc
+
+CONGESTION_CONTROLS: dict[str, type[CongestionControl]] = {
+    cls.name: cls for cls in (Nscc, FixedWindow)
+}
+
+
+def make_cc(cfg: Config) -> CongestionControl:
+    """The algorithm named by ``cfg.cc``."""
+    try:
+        return CONGESTION_CONTROLS[cfg.cc](cfg)
+    except KeyError:
+        known = sorted(CONGESTION_CONTROLS)
+        raise ValueError(f"unknown congestion control {cfg.cc!r}; known: {known}") from None
+
+
+__all__ = ["CONGESTION_CONTROLS", "CongestionControl", "FixedWindow", "Nscc", "make_cc"]

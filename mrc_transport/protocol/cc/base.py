@@ -1,0 +1,38 @@
+"""The congestion control interface: a window in bytes, moved by SACKs, losses and NACKs."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..config import Config
+
+
+class CongestionControl:
+    """Base class (model: aioquic quic/congestion/base.py)."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.window = cfg.fixed_window
+        """Bytes the sender may have in flight."""
+
+    def max_window(self) -> int:
+        """The largest window the algorithm would open to, bytes."""
+        return self.window
+
+    def on_ack(self, acked: int, rtt: float | None, ecn: bool, now: float) -> None:
+        """``acked`` bytes newly acknowledged; ``rtt`` of the reflected packet, if known."""
+
+    def on_rtt_sample(self, rtt: float) -> None:
+        """An RTT measured outside SACKs (the SETUP handshake)."""
+
+    def on_loss(self, lost: int, now: float) -> None:
+        """``lost`` bytes declared lost (untrimmed loss or timeout)."""
+
+    def on_nack(self, nacked: int, now: float) -> None:
+        """``nacked`` bytes were trimmed and NACKed."""
+
+    def can_send(self, in_flight: int, size: int) -> bool:
+        """Whether ``size`` more bytes fit in the window."""
+        return in_flight + size <= max(self.window, self.cfg.mss)

@@ -1,0 +1,123 @@
+"""NSCC: UET's sender-based congestion control (uet-htsim, UEC 1.0 section 3.6.13).
+
+ECN is the leading signal and queueing delay (RTT minus base RTT, from reflected
+timestamps) the lagging one. Each SACK falls in one quadrant:
+
+| ECN | delay vs target | action |
+|-----|-----------------|--------|
+| no  | below           | proportional increase (faster the further below target) |
+| no  | at/above        | fair (additive) increase |
+| yes | at/above        | multiplicative decrease, at most once per base RTT |
+| yes | below           | no change: the EV set already moved off the marked EV |
+
+Quick adapt (htsim): on a loss or a delay above 4 targets, at most once per base RTT, the
+window drops to the bytes delivered in the last base RTT. The window stays within
+[1 MSS, 1.5 BDP] (htsim MaxWnd).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config import Config
+from .base import CongestionControl
+
+
+class Nscc(CongestionControl):
+    """NSCC with htsim's defaults (Config.nscc_*)."""
+
+    name = "nscc"
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.base_rtt = cfg.initial_rtt
+        self._have_rtt = False
+        self.avg_delay = 0.0
+        self._last_md = -math.inf
+        self._qa_until = -math.inf
+        self._achieved = 0
+        self._achieved_t0 = 0.0
+        self._last_achieved = 0
+        self.window = min(self.max_window(), cfg.initial_window)
+
+    @property
+    def bdp(self) -> float:
+        """Bandwidth-delay product in bytes."""
+        return self.cfg.nic_rate_bps / 8 * self.base_rtt
+
+    @property
+    def target(self) -> float:
+        """Target queueing delay, seconds."""
+        return self.cfg.nscc_target_rtts * self.base_rtt
+
+    def max_window(self) -> int:
+        """1.5 BDP (htsim), at least a few packets."""
+        return max(int(self.cfg.nscc_max_bdp * self.bdp), 4 * self.cfg.mss)
+
+    def on_ack(self, acked: int, rtt: float | None, ecn: bool, now: float) -> None:
+        self._account(acked, now)
+        delay = self._delay(rtt)
+        if delay > self.cfg.nscc_qa_targets * self.target and self._quick_adapt(now):
+            return
+        if not ecn:
+            self._increase(acked, delay)
+        elif delay >= self.target:
+            self._decrease(delay, now)
+        self._clamp()
+
+    def on_rtt_sample(self, rtt: float) -> None:
+        """The handshake RTT: htsim starts every flow at MaxWnd, now that the BDP is known."""
+        self._delay(rtt)
+        self.window = self.max_window()
+
+    def on_loss(self, lost: int, now: float) -> None:
+        self._quick_adapt(now)
+
+    def on_nack(self, nacked: int, now: float) -> None:
+        self.window -= nacked  # htsim: on NACK cwnd -= NACKed bytes
+        self._clamp()
+
+    def _delay(self, rtt: float | None) -> float:
+        if rtt is None:
+            return self.avg_delay
+        if not self._have_rtt or rtt < self.base_rtt:
+            self.base_rtt, self._have_rtt = rtt, True
+        delay = rtt - self.base_rtt
+        w = self.cfg.nscc_delay_ewma
+        self.avg_delay = (1 - w) * self.avg_delay + w * delay
+        return delay
+
+    def _increase(self, acked: int, delay: float) -> None:
+        target = self.target
+        if delay < target:
+            per_rtt = self.cfg.nscc_pi_bdp * self.bdp * (target - delay) / target
+        else:
+            per_rtt = self.cfg.nscc_fi_mtus * self.cfg.mss
+        self.window += int(per_rtt * acked / max(self.window, 1)) or 1
+
+    def _decrease(self, delay: float, now: float) -> None:
+        # htsim: at most once per base RTT; ours: per base RTT plus the averaged queueing
+        # delay, since a decrease only shows in the feedback one (queued) RTT later.
+        if now - self._last_md < self.base_rtt + self.avg_delay:
+            return
+        d = max(self.avg_delay, delay)
+        factor = 1 - self.cfg.nscc_gamma * (d - self.target) / d
+        self.window = int(self.window * max(factor, self.cfg.nscc_md_floor))
+        self._last_md = now
+
+    def _quick_adapt(self, now: float) -> bool:
+        if now < self._qa_until:
+            return False
+        self._qa_until = now + self.base_rtt
+        delivered = max(self._last_achieved, self._achieved)
+        self.window = min(self.window, max(delivered, 2 * self.cfg.mss))
+        self._clamp()
+        return True
+
+    def _account(self, acked: int, now: float) -> None:
+        if now - self._achieved_t0 >= self.base_rtt:
+            self._last_achieved, self._achieved, self._achieved_t0 = self._achieved, 0, now
+        self._achieved += acked
+
+    def _clamp(self) -> None:
+        self.window = max(self.cfg.mss, min(self.window, self.max_window()))

@@ -1,0 +1,103 @@
+"""Every tunable of the protocol core, with where its default comes from.
+
+Sources: "paper" = the MRC/SRv6 paper and the MRC transport paper; "htsim" = the UET
+simulator's defaults (uet-htsim, NSCC and sender timers); "RFC n" = that RFC; "ours" = a
+choice of this project, usually because a userspace stack over the Linux kernel runs at
+RTTs of ~100 us to 10 ms rather than a NIC's few microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Tunables of one endpoint; every connection of the endpoint shares them."""
+
+    mss: int = 1200
+    """Largest data payload per packet (ours: fits a 1500-byte link with IPv6, UDP, the MRC
+    header and an SRH of up to 8 segments)."""
+    ev_count: int = 128
+    """Active EVs per connection, spread equally over the planes (paper: 128-256)."""
+    ev_backup: int = 32
+    """Backup EVs per connection, spread equally over the planes (ours)."""
+    ev_min_active: int = 4
+    """Floor of usable EVs: below it losses no longer retire EVs (paper's ev_min_active;
+    value ours)."""
+    skip_rotations: int = 1
+    """Rotations of the active set an EV stays in SKIP after ECN or a trim (paper: one)."""
+    readmit_probes: int = 3
+    """Consecutive successful probes that readmit an ASSUMED_BAD EV (ours)."""
+    path_fail_threshold: int = 3
+    """EVs of one SRv6 path retired in a row (no clean ack between) that retire every EV on
+    that path: the core knows the EV -> path map, so one dead link costs a few packets, not
+    one per EV (ours)."""
+    scheduler: str = "random"
+    """Spraying scheduler name: "random" (paper), "rr", "reps" (UET REPS)."""
+    cc: str = "nscc"
+    """Congestion control name: "nscc" (UET NSCC, htsim) or "fixed"."""
+    fixed_window: int = 256 * 1024
+    """Window of the "fixed" congestion control, bytes (ours)."""
+    nic_rate_bps: float = 100e9
+    """Sending rate of the NIC over all planes, for the BDP that bounds NSCC's window
+    (paper: 800G NICs as 8 x 100G; set it to the lab's real rate)."""
+    sack_every_bytes: int = 16384
+    """The receiver SACKs after this many new bytes (htsim: 16 KB)."""
+    ack_delay: float = 50e-6
+    """Longest the receiver holds back a SACK for received data (ours)."""
+    reorder_window: int = 4096
+    """PSNs the receiver accepts beyond its cumulative PSN (paper: MPR up to 4096)."""
+    max_message: int = 1 << 31
+    """Largest message the receiver allocates a buffer for, bytes (ours)."""
+    msn_window: int = 1024
+    """Messages the receiver tracks beyond the next one to deliver (ours)."""
+    loss_pkt_min: int = 5
+    """Packet-threshold loss: max(min(1.5 cwnd, max window), this) packets (htsim)."""
+    rack_reo_fraction: float = 1.0
+    """Least RACK reordering window, as a fraction of min RTT (RFC 8985 section 6.2 uses
+    1/4 for a single path; ours: 1, since spraying reorders by a whole queue)."""
+    initial_rtt: float = 1e-3
+    """RTT assumed before the first sample (ours; RFC 6298 uses 1 s for the Internet)."""
+    min_rto: float = 1e-3
+    """Smallest retransmission timeout (htsim: 100 us for hardware; ours: 1 ms for a
+    userspace stack whose scheduling jitter is about that)."""
+    max_rto: float = 1.0
+    """Largest retransmission timeout after backoff (ours)."""
+    max_rto_count: int = 12
+    """Consecutive RTOs after which the connection is declared failed (ours)."""
+    probe_after_rtts: float = 3.0
+    """A retired EV is first probed this many base RTTs after retirement (htsim)."""
+    probe_retry_rtts: float = 5.0
+    """An unanswered probe is retried after this many base RTTs (htsim)."""
+    probe_next_rtts: float = 3.0
+    """After a successful probe the next one follows this many base RTTs later (ours, like
+    the first probe)."""
+    setup_timeout: float = 10e-3
+    """First SETUP / CLOSE retransmission timeout, doubled each time (ours)."""
+    setup_retries: int = 8
+    """SETUP / CLOSE transmissions before giving up (ours)."""
+    rcvbuf: int = 8 * 1024 * 1024
+    """Completed-but-unread message bytes the receiver holds before its window closes
+    (ours)."""
+    initial_window: int = 64 * 1024
+    """NSCC window before any RTT is known (ours; htsim starts at MaxWnd because it knows
+    the network's BDP, which the client learns from the SETUP handshake)."""
+    nscc_target_rtts: float = 1.0
+    """NSCC target queueing delay in base RTTs (htsim: 0.75 with trimming, 1.0 without;
+    the kernel does not trim)."""
+    nscc_gamma: float = 0.8
+    """NSCC multiplicative decrease gain (htsim)."""
+    nscc_md_floor: float = 0.5
+    """Largest multiplicative decrease: the window keeps at least this fraction (htsim)."""
+    nscc_fi_mtus: float = 5.0
+    """NSCC fair increase in MSS per RTT (htsim fi = 5)."""
+    nscc_pi_bdp: float = 0.25
+    """NSCC proportional increase: at zero queueing delay the window grows by this
+    fraction of the BDP per RTT (ours; htsim scales alpha by BDP and target)."""
+    nscc_qa_targets: float = 4.0
+    """Quick adapt when queueing delay exceeds this many targets (htsim)."""
+    nscc_max_bdp: float = 1.5
+    """Largest window in BDPs (htsim: 1.5)."""
+    nscc_delay_ewma: float = 0.125
+    """Weight of a new sample in the averaged queueing delay used by MD (ours)."""

@@ -1,0 +1,406 @@
+"""One MRC connection: a sans-IO state machine in the style of aioquic's QuicConnection.
+
+It does no IO and reads no clock. The owner feeds it packets with ``receive(packet, now)``,
+asks for packets with ``datagrams_to_send(now)``, runs ``handle_timer(now)`` when
+``get_timer()`` says, and drains ``next_event()``.
+
+Theory of operation (connection states)
+---------------------------------------
+The client sends SETUP (dst_conn 0, its id in src_conn, its initial PSN and window) and
+retransmits it with exponential backoff; the server answers every SETUP with SETUP_ACK and
+is established at once; the client is established on SETUP_ACK. ``close()`` waits until
+every message sent is acknowledged, then sends CLOSE with the final PSN (retransmitted with
+backoff) and ends on CLOSE_ACK. A CLOSE is acknowledged only once every PSN below its
+final PSN arrived, so no data is lost by a clean close. CLOSE ends both directions.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from mrc_transport.wire import frames
+from mrc_transport.wire.frames import Common, Flags, Opcode
+from srv6.path import SrPath
+
+from . import events
+from .cc import make_cc
+from .config import Config
+from .counters import ConnCounters
+from .ev import EvSet, PlaneCounters
+from .receiver import Receiver, Verdict
+from .scheduler import make_scheduler
+from .sender import Sender
+from .serial import MASK32
+from .transmit import Transmit
+
+
+class ConnState(enum.Enum):
+    """Connection states."""
+
+    SETUP_SENT = "setup_sent"
+    ESTABLISHED = "established"
+    CLOSING = "closing"
+    CLOSE_SENT = "close_sent"
+    CLOSED = "closed"
+
+
+class ConnInput(enum.Enum):
+    """What moves a connection."""
+
+    SETUP_ACK = "setup_ack"
+    CLOSE = "close"
+    DRAINED = "drained"
+    CLOSE_ACK = "close_ack"
+    PEER_CLOSE = "peer_close"
+    GIVE_UP = "give_up"
+
+
+_S, _E, _C, _CS, _X = (ConnState.SETUP_SENT, ConnState.ESTABLISHED, ConnState.CLOSING,
+                       ConnState.CLOSE_SENT, ConnState.CLOSED)
+CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
+    (_S, ConnInput.SETUP_ACK): _E,
+    (_S, ConnInput.GIVE_UP): _X,
+    (_S, ConnInput.CLOSE): _X,
+    (_E, ConnInput.CLOSE): _C,
+    (_E, ConnInput.PEER_CLOSE): _X,
+    (_E, ConnInput.GIVE_UP): _X,
+    (_C, ConnInput.DRAINED): _CS,
+    (_C, ConnInput.PEER_CLOSE): _X,
+    (_C, ConnInput.GIVE_UP): _X,
+    (_CS, ConnInput.CLOSE_ACK): _X,
+    (_CS, ConnInput.PEER_CLOSE): _X,
+    (_CS, ConnInput.GIVE_UP): _X,
+}
+SENDING = frozenset({ConnState.ESTABLISHED, ConnState.CLOSING})
+MAX_BATCH = 4096  # packets per datagrams_to_send call (ours)
+
+
+class Connection:
+    """One end of an MRC connection."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        paths: Sequence[SrPath],
+        rng: random.Random,
+        conn: int,
+        now: float,
+        *,
+        peer_setup: frames.SetupHeader | None = None,
+    ) -> None:
+        self.cfg, self.rng, self.conn = cfg, rng, conn
+        self.counters = ConnCounters()
+        self._events: deque[events.Event] = deque()
+        self.evs = EvSet(paths, cfg, rng, conn, self._events.append)
+        self.scheduler = make_scheduler(cfg.scheduler, rng)
+        self.cc = make_cc(cfg)
+        self.initial_psn = rng.getrandbits(32)
+        self.sender = Sender(cfg, self.initial_psn, self.evs, self.scheduler, self.cc,
+                             self.counters, self._events.append, conn)
+        self.receiver: Receiver | None = None
+        self.peer_conn = 0
+        self.state = ConnState.SETUP_SENT
+        self._control: list[Transmit] = []
+        self._retry_at = math.inf
+        self._retry_count = 0
+        self._retry_ts = 0
+        self._persist_at = math.inf
+        self._probes: dict[int, int] = {}
+        self._probe_id = 0
+        if peer_setup is None:
+            self._send_setup(now)
+        else:
+            self._accept(peer_setup, now)
+
+    # -- the state table ----------------------------------------------------------------
+    def _move(self, inp: ConnInput, now: float, reason: str = "") -> bool:
+        new = CONN_TRANSITIONS.get((self.state, inp))
+        if new is None:
+            return False
+        self.state = new
+        if new is ConnState.CLOSED:
+            self._retry_at = math.inf
+            self._events.append(events.ConnectionClosed(now, self.conn, reason or inp.value))
+        return True
+
+    # -- public API -----------------------------------------------------------------------
+    def send_message(self, data: bytes | bytearray | memoryview, now: float) -> int:
+        """Queue one message; returns its MSN. The buffer must stay unchanged until acked."""
+        if self.state not in (ConnState.SETUP_SENT, ConnState.ESTABLISHED):
+            raise RuntimeError(f"cannot send in state {self.state.value}")
+        return self.sender.queue(data)
+
+    def close(self, now: float) -> None:
+        """Close once every queued message is acknowledged."""
+        self._move(ConnInput.CLOSE, now, "closed")
+
+    def receive(self, packet: frames.Packet, now: float) -> None:
+        """Process one packet (its PathHeader carries the EV and ECN as received)."""
+        self.counters.packets_received += 1
+        handler = _HANDLERS.get(packet.header.common.opcode)
+        if handler is None:
+            self.counters.wrong_type += 1
+            return
+        handler(self, packet, now)
+
+    def datagrams_to_send(self, now: float) -> list[Transmit]:
+        """Every packet to send now: control first, then data while the windows allow."""
+        out, self._control = self._control, []
+        if self.state in SENDING:
+            n0 = len(out)
+            self.sender.fill(now, out, MAX_BATCH)
+            if len(out) > n0:
+                last = out[-1]
+                header = replace(last.header, common=replace(
+                    last.header.common, flags=last.header.common.flags | Flags.ACK_REQ))
+                out[-1] = replace(last, header=header)
+            self._arm_persist(now)
+            if self.state is ConnState.CLOSING and self.sender.idle():
+                self._move(ConnInput.DRAINED, now)
+                self._retry_count, self._retry_at = 0, now
+                self._send_close(now)
+                out.extend(self._control)
+                self._control = []
+        self.counters.packets_sent += len(out)
+        return out
+
+    def get_timer(self) -> float | None:
+        """When ``handle_timer`` must run next (None: never)."""
+        if self.state is ConnState.CLOSED:
+            return None
+        t = min(self._retry_at, self._persist_at)
+        if self.state in SENDING:
+            t = min(t, self.sender.timer(), self.evs.next_probe_time())
+        if self.receiver is not None:
+            t = min(t, self.receiver.ack_deadline)
+        return None if t == math.inf else t
+
+    def handle_timer(self, now: float) -> None:
+        """Run every timer that expired at ``now``."""
+        if self._retry_at <= now:
+            self._retry(now)
+        if self.receiver is not None and self.receiver.ack_deadline <= now:
+            self._queue_sack(now)
+        if self.state not in SENDING:
+            return
+        if self.sender.on_timer(now) and self.sender.rto_count > self.cfg.max_rto_count:
+            self._move(ConnInput.GIVE_UP, now, "rto failed")
+            return
+        for ev in self.evs.due_probes(now):
+            self._send_probe(ev.value, now)
+        if self._persist_at <= now:
+            self._persist_at = math.inf
+            self._send_probe(self.evs.control_ev().value, now, Flags.ACK_REQ)
+
+    def next_event(self) -> events.Event | None:
+        """The oldest unread event; reading a MessageReceived frees receive window."""
+        if not self._events:
+            return None
+        event = self._events.popleft()
+        receiver = self.receiver
+        if (
+            isinstance(event, events.MessageReceived)
+            and receiver is not None
+            and receiver.consumed(len(event.data))
+            and self.state in SENDING
+        ):
+            self._queue_sack(event.time)
+        return event
+
+    def plane_counters(self) -> dict[int, PlaneCounters]:
+        """Per-plane counters."""
+        return self.evs.plane_counters()
+
+    # -- setup and close ------------------------------------------------------------------
+    def _common(self, opcode: Opcode, flags: Flags = Flags.NONE) -> Common:
+        return Common(opcode, flags, self.peer_conn, self.conn)
+
+    def _control_tx(self, header: frames.Header, ev_value: int | None = None) -> None:
+        ev = self.evs.control_ev() if ev_value is None else self.evs.by_value[ev_value]
+        self._control.append(Transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
+
+    def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
+        return frames.SetupHeader(self._common(opcode, Flags.TS), self.initial_psn,
+                                  self.cfg.rcvbuf, self.cfg.mss, self.cfg.ev_count, ts)
+
+    def _send_setup(self, now: float) -> None:
+        self._retry_ts = int(now * 1e9)
+        self._control_tx(self._setup_header(Opcode.SETUP, self._retry_ts))
+        self._retry_at = now + self.cfg.setup_timeout * 2**self._retry_count
+        self._retry_count += 1
+
+    def _send_close(self, now: float) -> None:
+        self._control_tx(frames.CloseHeader(self._common(Opcode.CLOSE),
+                                            self.sender.snd_nxt & MASK32))
+        self._retry_at = now + self.cfg.setup_timeout * 2**self._retry_count
+        self._retry_count += 1
+
+    def _retry(self, now: float) -> None:
+        if self._retry_count >= self.cfg.setup_retries:
+            reason = "setup failed" if self.state is ConnState.SETUP_SENT else "close failed"
+            self._move(ConnInput.GIVE_UP, now, reason)
+        elif self.state is ConnState.SETUP_SENT:
+            self._send_setup(now)
+        elif self.state is ConnState.CLOSE_SENT:
+            self._send_close(now)
+        else:
+            self._retry_at = math.inf
+
+    def _accept(self, h: frames.SetupHeader, now: float) -> None:
+        self._start(h, now)
+        self._control_tx(self._setup_header(Opcode.SETUP_ACK, h.ts))
+
+    def _start(self, h: frames.SetupHeader, now: float) -> None:
+        self.peer_conn = h.common.src_conn
+        self.sender.dst_conn = self.peer_conn
+        self.sender.peer_rwnd = h.rwnd
+        self.sender.mss = max(1, min(self.cfg.mss, h.mtu))
+        self.receiver = Receiver(self.cfg, h.initial_psn, self.counters,
+                                 self._events.append, self.conn)
+        self.state = ConnState.ESTABLISHED
+        self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
+
+    # -- handlers -------------------------------------------------------------------------
+    def _on_setup(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.SetupHeader) or h.common.src_conn != self.peer_conn:
+            self.counters.wrong_state += 1
+            return
+        # our SETUP_ACK was lost: the client retransmitted its SETUP
+        self._control_tx(self._setup_header(Opcode.SETUP_ACK, h.ts))
+
+    def _on_setup_ack(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.SetupHeader) or self.state is not ConnState.SETUP_SENT:
+            self.counters.wrong_state += 1
+            return
+        self._retry_at, self._retry_count = math.inf, 0
+        self._start(h, now)
+        if h.common.flags & Flags.TS and h.ts == self._retry_ts:
+            rtt = max(now - h.ts / 1e9, 0.0)
+            self.sender.rtt_sample(rtt)
+            self.cc.on_rtt_sample(rtt)
+
+    def _on_data(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.DataHeader) or self.receiver is None:
+            self.counters.wrong_state += 1
+            return
+        if self.state is ConnState.CLOSED:
+            self.counters.wrong_state += 1
+            return
+        ce = packet.path.ecn == frames.Ecn.CE
+        verdict = self.receiver.on_data(h, packet.payload, packet.path.ev, ce, now)
+        if verdict is Verdict.SACK:
+            self._queue_sack(now, ce)
+        elif verdict is Verdict.NACK:
+            self.counters.nacks_sent += 1
+            self._control_tx(frames.NackHeader(self._common(Opcode.NACK), h.psn,
+                                               frames.NackReason.PSN_OUT_OF_WINDOW,
+                                               packet.path.ev, h.ts))
+
+    def _queue_sack(self, now: float, ce: bool = False) -> None:
+        if self.receiver is not None:
+            self._control_tx(self.receiver.sack(self._common(Opcode.SACK), ce))
+
+    def _on_sack(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.SackHeader) or self.state not in SENDING:
+            self.counters.wrong_state += 1
+            return
+        self.sender.on_sack(h, now)
+
+    def _on_nack(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.NackHeader) or self.state not in SENDING:
+            self.counters.wrong_state += 1
+            return
+        self.sender.on_nack(h, now)
+
+    def _on_probe(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.ProbeHeader) or self.receiver is None:
+            self.counters.wrong_state += 1
+            return
+        self._control_tx(frames.ProbeHeader(self._common(Opcode.PROBE_REPLY), h.probe_id,
+                                            packet.path.ev, h.ts))
+        if h.common.flags & Flags.ACK_REQ:
+            self._queue_sack(now)
+
+    def _on_probe_reply(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.ProbeHeader):
+            self.counters.wrong_type += 1
+            return
+        value = self._probes.pop(h.probe_id, None)
+        if value is None or value != h.ev:
+            self.counters.probe_unknown += 1
+            return
+        self.counters.probe_replies += 1
+        ev = self.evs.by_value[value]
+        if ev.probe_id == h.probe_id:
+            self.evs.probe_ok(ev, now)
+
+    def _on_close(self, packet: frames.Packet, now: float) -> None:
+        h = packet.header
+        if not isinstance(h, frames.CloseHeader) or self.receiver is None:
+            self.counters.wrong_state += 1
+            return
+        if h.final_psn != self.receiver.cum & MASK32:
+            self.counters.close_early += 1
+            return
+        self._control_tx(frames.CloseHeader(self._common(Opcode.CLOSE_ACK), h.final_psn))
+        self._move(ConnInput.PEER_CLOSE, now, "peer closed")
+
+    def _on_close_ack(self, packet: frames.Packet, now: float) -> None:
+        if not isinstance(packet.header, frames.CloseHeader) or not self._move(
+            ConnInput.CLOSE_ACK, now, "closed"
+        ):
+            self.counters.wrong_state += 1
+
+    # -- probes ---------------------------------------------------------------------------
+    def _send_probe(self, ev_value: int, now: float, flags: Flags = Flags.NONE) -> None:
+        self._probe_id = (self._probe_id % MASK32) + 1
+        ev = self.evs.by_value[ev_value]
+        if not flags & Flags.ACK_REQ:
+            ev.probe_id = self._probe_id
+            ev.probes_sent += 1
+        self._probes[self._probe_id] = ev_value
+        if len(self._probes) > 4 * (self.cfg.ev_count + self.cfg.ev_backup):
+            self._probes.pop(next(iter(self._probes)))
+        self.counters.probes_sent += 1
+        header = frames.ProbeHeader(self._common(Opcode.PROBE, flags | Flags.TS),
+                                    self._probe_id, 0, int(now * 1e9))
+        self._control_tx(header, ev_value)
+
+    def _arm_persist(self, now: float) -> None:
+        """Zero-window probe: nothing in flight, data waiting, window closed."""
+        s = self.sender
+        blocked = s.pending and not s.inflight and s.peer_rwnd < s.mss
+        if not blocked:
+            self._persist_at = math.inf
+        elif self._persist_at == math.inf:
+            self._persist_at = now + s.rto
+
+
+Handler = Callable[[Connection, frames.Packet, float], None]
+_HANDLERS: dict[Opcode, Handler] = {
+    Opcode.SETUP: Connection._on_setup,
+    Opcode.SETUP_ACK: Connection._on_setup_ack,
+    Opcode.WRITE_FIRST: Connection._on_data,
+    Opcode.WRITE_MIDDLE: Connection._on_data,
+    Opcode.WRITE_LAST: Connection._on_data,
+    Opcode.WRITE_ONLY: Connection._on_data,
+    Opcode.SACK: Connection._on_sack,
+    Opcode.ACK: Connection._on_sack,
+    Opcode.NACK: Connection._on_nack,
+    Opcode.PROBE: Connection._on_probe,
+    Opcode.PROBE_REPLY: Connection._on_probe_reply,
+    Opcode.CLOSE: Connection._on_close,
+    Opcode.CLOSE_ACK: Connection._on_close_ack,
+}

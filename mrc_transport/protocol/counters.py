@@ -1,0 +1,93 @@
+"""Named counters of one connection and of an endpoint: cheap to read for a live view.
+
+Bad input is never an exception: it increments one of these and is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class ConnCounters:
+    """Counters of one connection (both directions)."""
+
+    packets_sent: int = 0
+    """Every packet handed to the IO layer."""
+    data_sent: int = 0
+    """Data packets, retransmissions included."""
+    bytes_sent: int = 0
+    """Payload bytes of data packets, retransmissions included."""
+    retransmits: int = 0
+    """Data packets sent again."""
+    lost: int = 0
+    """Data packets declared lost."""
+    rtos: int = 0
+    """Retransmission timeouts."""
+    messages_sent: int = 0
+    """Messages queued by the application."""
+    messages_acked: int = 0
+    """Messages fully acknowledged."""
+    packets_received: int = 0
+    """Every packet given to ``receive``."""
+    data_received: int = 0
+    """Data packets accepted (not duplicates)."""
+    bytes_received: int = 0
+    """Payload bytes accepted."""
+    messages_received: int = 0
+    """Messages delivered."""
+    sacks_sent: int = 0
+    """SACKs sent."""
+    sacks_received: int = 0
+    """SACKs accepted."""
+    ecn_echoes: int = 0
+    """SACKs with ECN echo received."""
+    ce_received: int = 0
+    """Data packets that arrived with CE."""
+    nacks_sent: int = 0
+    """NACKs sent."""
+    nacks_received: int = 0
+    """NACKs accepted."""
+    probes_sent: int = 0
+    """PROBEs sent (EV probes and window probes)."""
+    probe_replies: int = 0
+    """PROBE_REPLYs accepted."""
+    spurious_rtx: int = 0
+    """Packets acknowledged after being declared lost."""
+    # bad input, counted and dropped
+    dup_packets: int = 0
+    """Data packets whose PSN had already arrived."""
+    psn_out_of_window: int = 0
+    """Data packets beyond the reorder window."""
+    msn_out_of_window: int = 0
+    """Data packets for a message outside the message window or already delivered."""
+    inconsistent_header: int = 0
+    """Headers that contradict themselves or earlier packets (lengths, offsets)."""
+    sack_beyond_sent: int = 0
+    """SACKs acknowledging PSNs never sent."""
+    sack_stale: int = 0
+    """SACKs older than the current cumulative PSN (still used for their bitmap)."""
+    sack_unknown_ev: int = 0
+    """SACKs reflecting an EV this connection does not own."""
+    nack_invalid: int = 0
+    """NACKs for PSNs not in flight."""
+    probe_unknown: int = 0
+    """PROBE_REPLYs that match no outstanding probe."""
+    wrong_type: int = 0
+    """Opcode and header type disagree."""
+    wrong_state: int = 0
+    """Packets that make no sense in the connection's state."""
+    close_early: int = 0
+    """CLOSEs received before every PSN below final_psn arrived."""
+
+
+@dataclass(slots=True)
+class EndpointCounters:
+    """Counters of an endpoint (packets no connection could take)."""
+
+    unknown_connection: int = 0
+    """Packets for a connection id the endpoint does not know."""
+    setup_refused: int = 0
+    """SETUPs with no path back to the peer or when not accepting."""
+    connections: int = 0
+    """Connections created."""

@@ -1,0 +1,106 @@
+"""An endpoint: the connections of one host, demultiplexed by connection id.
+
+Same sans-IO API as a connection (``receive``, ``datagrams_to_send``, ``get_timer``,
+``handle_timer``, ``next_event``), so the IO layer drives one object per host.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from mrc_transport.wire import frames
+from srv6.path import SrPath
+
+from . import events
+from .config import Config
+from .connection import Connection
+from .counters import EndpointCounters
+from .transmit import Transmit
+
+PathsFor = Callable[[frames.PathHeader], Sequence[SrPath]]
+"""Given an arriving SETUP's path header (its source address), the paths back to that
+peer; an empty sequence refuses the connection."""
+
+
+class Endpoint:
+    """The MRC connections of one host."""
+
+    def __init__(self, cfg: Config, rng: random.Random, paths_for: PathsFor | None = None) -> None:
+        self.cfg, self.rng, self.paths_for = cfg, rng, paths_for
+        self.connections: dict[int, Connection] = {}
+        self._by_peer: dict[int, Connection] = {}
+        self.counters = EndpointCounters()
+        self._next_reader = 0
+
+    def _new_id(self) -> int:
+        while True:
+            conn = self.rng.getrandbits(32)
+            if conn and conn not in self.connections:
+                return conn
+
+    def _child_rng(self) -> random.Random:
+        return random.Random(self.rng.getrandbits(64))
+
+    def connect(self, paths: Sequence[SrPath], now: float) -> Connection:
+        """Open a connection over ``paths``; SETUP goes out with the next send."""
+        conn = Connection(self.cfg, paths, self._child_rng(), self._new_id(), now)
+        self.connections[conn.conn] = conn
+        self.counters.connections += 1
+        return conn
+
+    def receive(self, packet: frames.Packet, now: float) -> None:
+        """Hand one packet to its connection; unknown connections are counted, dropped."""
+        common = packet.header.common
+        if common.dst_conn == 0 and isinstance(packet.header, frames.SetupHeader):
+            self._on_setup(packet, packet.header, now)
+            return
+        conn = self.connections.get(common.dst_conn)
+        if conn is None:
+            self.counters.unknown_connection += 1
+            return
+        conn.receive(packet, now)
+
+    def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:
+        known = self._by_peer.get(h.common.src_conn)
+        if known is not None:
+            known.receive(packet, now)
+            return
+        paths = self.paths_for(packet.path) if self.paths_for is not None else ()
+        if not paths or h.common.opcode is not frames.Opcode.SETUP:
+            self.counters.setup_refused += 1
+            return
+        conn = Connection(self.cfg, paths, self._child_rng(), self._new_id(), now, peer_setup=h)
+        self.connections[conn.conn] = conn
+        self._by_peer[h.common.src_conn] = conn
+        self.counters.connections += 1
+
+    def datagrams_to_send(self, now: float) -> list[Transmit]:
+        """Every connection's packets."""
+        out: list[Transmit] = []
+        for conn in self.connections.values():
+            out.extend(conn.datagrams_to_send(now))
+        return out
+
+    def get_timer(self) -> float | None:
+        """Earliest timer of any connection."""
+        times = [t for c in self.connections.values() if (t := c.get_timer()) is not None]
+        return min(times, default=None)
+
+    def handle_timer(self, now: float) -> None:
+        """Run every expired connection timer."""
+        for conn in list(self.connections.values()):
+            t = conn.get_timer()
+            if t is not None and t <= now:
+                conn.handle_timer(now)
+
+    def next_event(self) -> events.Event | None:
+        """The next event of any connection (connections take turns)."""
+        conns = list(self.connections.values())
+        for i in range(len(conns)):
+            conn = conns[(self._next_reader + i) % len(conns)]
+            event = conn.next_event()
+            if event is not None:
+                self._next_reader = (self._next_reader + i + 1) % len(conns)
+                return event
+        return None

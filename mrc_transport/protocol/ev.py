@@ -1,0 +1,434 @@
+"""The EV set of one connection: which entropy values (paths) data may be sprayed on.
+
+Theory of operation
+-------------------
+A connection holds ``ev_count`` active EVs spread equally over the planes, each mapped at
+random to one SRv6 path of its plane (senders do not coordinate; paper section "Paths and
+entropy values"), plus ``ev_backup`` backup EVs. The random map is balanced (each path of
+a plane gets the same number of EVs, +-1: ours), so spraying loads paths equally. Only
+active EVs in state GOOD carry data ("usable"). Each EV moves through the table below; an
+input with no entry leaves the state unchanged.
+
+- An ECN echo or a trimmed-packet NACK means "this path is busier than the others": the EV
+  is skipped for one rotation of the active set (SKIP), then GOOD again.
+- An untrimmed loss or a timeout means the path may be broken: the EV is retired at once
+  (ASSUMED_BAD) and replaced by a GOOD backup EV of the same plane. Retired EVs are probed
+  in the background (first after 3 base RTTs, retried every 5: htsim) and readmitted after
+  ``readmit_probes`` consecutive successes, into the active set if its plane is short of
+  EVs, else into the backup set.
+- ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
+  that path (ours: the core knows the map, so a dead link costs a few packets).
+- While only ``ev_min_active`` EVs are usable, losses no longer retire EVs (the floor).
+- A plane none of whose EVs is GOOD or SKIP is down (PlaneDown); its share of the traffic
+  goes to the other planes because the scheduler only picks usable EVs. It is up again when
+  one of its EVs is readmitted.
+- DENIED is administrative: the EV is never used until allowed, then probed like a
+  retired EV.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from srv6.path import SrPath
+
+from . import events
+from .config import Config
+
+EV_BIT = 0x8000_0000  # EVs have bit 31 set: the UDP source port is >= 32768 (protocol.md)
+
+
+class EvState(enum.Enum):
+    """State of one EV."""
+
+    GOOD = "good"
+    SKIP = "skip"
+    ASSUMED_BAD = "assumed_bad"
+    DENIED = "denied"
+
+
+class EvInput(enum.Enum):
+    """What can happen to an EV."""
+
+    ECN = "ecn"
+    TRIMMED = "trimmed"
+    LOSS = "loss"
+    TIMEOUT = "timeout"
+    ROTATION = "rotation"
+    PROBES_ENOUGH = "probes_enough"
+    DENY = "deny"
+    ALLOW = "allow"
+
+
+class Role(enum.Enum):
+    """Which set an EV belongs to."""
+
+    ACTIVE = "active"
+    BACKUP = "backup"
+    RETIRED = "retired"
+
+
+G, S, B, D = EvState.GOOD, EvState.SKIP, EvState.ASSUMED_BAD, EvState.DENIED
+TRANSITIONS: dict[tuple[EvState, EvInput], EvState] = {
+    (G, EvInput.ECN): S,
+    (G, EvInput.TRIMMED): S,
+    (G, EvInput.LOSS): B,
+    (G, EvInput.TIMEOUT): B,
+    (G, EvInput.DENY): D,
+    (S, EvInput.ECN): S,
+    (S, EvInput.TRIMMED): S,
+    (S, EvInput.ROTATION): G,
+    (S, EvInput.LOSS): B,
+    (S, EvInput.TIMEOUT): B,
+    (S, EvInput.DENY): D,
+    (B, EvInput.PROBES_ENOUGH): G,
+    (B, EvInput.DENY): D,
+    (D, EvInput.ALLOW): B,
+}
+RETIRING = frozenset({EvInput.LOSS, EvInput.TIMEOUT})
+
+
+@dataclass(slots=True, eq=False)
+class Ev:
+    """One entropy value and its counters (mutable: the core updates it in place)."""
+
+    value: int
+    """The 32-bit EV."""
+    plane: int
+    """Plane of its path."""
+    path: SrPath
+    """The SRv6 path it maps to."""
+    path_key: int
+    """Index of ``path`` in the connection's path list."""
+    state: EvState = EvState.GOOD
+    """Current state."""
+    role: Role = Role.ACTIVE
+    """Active, backup or retired."""
+    skip_until: int = 0
+    """Rotation at which a SKIP ends."""
+    probe_ok: int = 0
+    """Consecutive successful probes while retired."""
+    probe_id: int = 0
+    """Outstanding probe (0: none)."""
+    next_probe: float = math.inf
+    """When to send (or give up on) the next probe."""
+    sent: int = 0
+    """Data packets sent on it."""
+    acked: int = 0
+    """SACKs reflecting it without ECN."""
+    ecn: int = 0
+    """SACKs reflecting it with ECN."""
+    lost: int = 0
+    """Packets sent on it declared lost."""
+    retired: int = 0
+    """Times retired."""
+    readmitted: int = 0
+    """Times readmitted."""
+    skipped: int = 0
+    """Times skipped."""
+    probes_sent: int = 0
+    """Probes sent on it."""
+    probes_ok: int = 0
+    """Probe replies received for it."""
+
+
+@dataclass(slots=True)
+class PlaneCounters:
+    """Counters of one plane: the sums over its EVs plus how many are usable."""
+
+    plane: int
+    """The plane."""
+    up: bool = True
+    """False while the plane is down."""
+    usable: int = 0
+    """Active GOOD EVs."""
+    retired: int = 0
+    """EVs currently ASSUMED_BAD or DENIED."""
+    sent: int = 0
+    """Data packets sent."""
+    acked: int = 0
+    """Clean SACKs."""
+    ecn: int = 0
+    """ECN echoes."""
+    lost: int = 0
+    """Packets declared lost."""
+    evs: list[int] = field(default_factory=list)
+    """Values of the plane's active EVs."""
+
+
+Emit = Callable[[events.Event], None]
+
+
+class EvSet:
+    """Active, backup and retired EVs of one connection, and the state table's effects."""
+
+    def __init__(
+        self, paths: Sequence[SrPath], cfg: Config, rng: random.Random, conn: int, emit: Emit
+    ) -> None:
+        if not paths:
+            raise ValueError("an EV set needs at least one path")
+        self.cfg, self.rng, self.conn, self._emit = cfg, rng, conn, emit
+        self.paths = list(paths)
+        self.planes = sorted({p.plane for p in self.paths})
+        self.by_value: dict[int, Ev] = {}
+        self.usable: list[Ev] = []
+        self._pos: dict[int, int] = {}
+        self.skipped: list[Ev] = []
+        self.retired: dict[int, Ev] = {}
+        self.backup: dict[int, list[Ev]] = {p: [] for p in self.planes}
+        self.active_count = dict.fromkeys(self.planes, 0)
+        self.quota = _spread(cfg.ev_count, self.planes)
+        self.down: set[int] = set()
+        self.path_fail = [0] * len(self.paths)
+        self.rotation = 0
+        self._sent_in_rotation = 0
+        self._ctl = 0
+        self.floor_held = 0
+        self.base_rtt = cfg.initial_rtt
+        self._populate()
+
+    # -- construction -------------------------------------------------------------------
+    def _populate(self) -> None:
+        by_plane = {p: [i for i, sp in enumerate(self.paths) if sp.plane == p] for p in self.planes}
+        backup_quota = _spread(self.cfg.ev_backup, self.planes)
+        for plane in self.planes:
+            keys = by_plane[plane]
+            for n in range(self.quota[plane] + backup_quota[plane]):
+                if n % len(keys) == 0:
+                    self.rng.shuffle(keys)
+                key = keys[n % len(keys)]
+                ev = Ev(self._new_value(), plane, self.paths[key], key)
+                self.by_value[ev.value] = ev
+                if n < self.quota[plane]:
+                    self.active_count[plane] += 1
+                    self._add_usable(ev)
+                else:
+                    ev.role = Role.BACKUP
+                    self.backup[plane].append(ev)
+
+    def _new_value(self) -> int:
+        while True:
+            value = self.rng.getrandbits(31) | EV_BIT
+            if value not in self.by_value:
+                return value
+
+    def _add_usable(self, ev: Ev) -> None:
+        self._pos[ev.value] = len(self.usable)
+        self.usable.append(ev)
+
+    def _remove_usable(self, ev: Ev) -> None:
+        i = self._pos.pop(ev.value, None)
+        if i is None:
+            return
+        last = self.usable.pop()
+        if last is not ev:
+            self.usable[i] = last
+            self._pos[last.value] = i
+
+    # -- the state table ----------------------------------------------------------------
+    def apply(self, ev: Ev, inp: EvInput, now: float, reason: str = "") -> None:
+        """Feed one input to one EV's state machine and carry out the effects."""
+        new = TRANSITIONS.get((ev.state, inp))
+        if new is None:
+            return
+        floor = self.cfg.ev_min_active
+        if inp in RETIRING and ev.role is Role.ACTIVE and len(self.usable) <= floor:
+            self.floor_held += 1
+            return
+        if new is ev.state:
+            ev.skip_until = self.rotation + self.cfg.skip_rotations
+            return
+        old, ev.state = ev.state, new
+        self._leave(ev, old)
+        self._enter(ev, old, now, reason or inp.value)
+
+    def _leave(self, ev: Ev, old: EvState) -> None:
+        if old is EvState.GOOD:
+            self._remove_usable(ev)
+        elif old is EvState.SKIP:
+            self.skipped.remove(ev)
+        elif old is EvState.ASSUMED_BAD:
+            self.retired.pop(ev.value, None)
+
+    def _enter(self, ev: Ev, old: EvState, now: float, reason: str) -> None:
+        state = ev.state
+        if state is EvState.SKIP:
+            ev.skip_until = self.rotation + self.cfg.skip_rotations
+            ev.skipped += 1
+            self.skipped.append(ev)
+            self._emit(events.PathSkipped(now, self.conn, ev.value, ev.plane))
+        elif state is EvState.GOOD:
+            if old is EvState.ASSUMED_BAD:
+                self._readmit(ev, now)
+            elif ev.role is Role.ACTIVE:
+                self._add_usable(ev)
+        elif old is EvState.DENIED:
+            ev.next_probe, ev.probe_ok, ev.probe_id = now, 0, 0
+            self.retired[ev.value] = ev
+        else:
+            self._retire(ev, now, reason)
+
+    def _retire(self, ev: Ev, now: float, reason: str) -> None:
+        if ev.role is Role.ACTIVE:
+            self.active_count[ev.plane] -= 1
+            self._replace(ev.plane)
+        elif ev.role is Role.BACKUP:
+            self.backup[ev.plane].remove(ev)
+        ev.role = Role.RETIRED
+        ev.retired += 1
+        if ev.state is EvState.ASSUMED_BAD:
+            ev.probe_ok, ev.probe_id = 0, 0
+            ev.next_probe = now + self.cfg.probe_after_rtts * self.base_rtt
+            self.retired[ev.value] = ev
+        self._emit(events.PathRetired(now, self.conn, ev.value, ev.plane, reason))
+        self._check_down(ev.plane, now)
+        if reason in ("loss", "timeout"):
+            self._path_failed(ev.path_key, now)
+
+    def _replace(self, plane: int) -> None:
+        spares = [e for e in self.backup[plane] if e.state is EvState.GOOD]
+        fresh = [e for e in spares if self.path_fail[e.path_key] == 0]
+        pool = fresh or spares
+        if not pool:
+            return
+        ev = pool[0]
+        self.backup[plane].remove(ev)
+        ev.role = Role.ACTIVE
+        self.active_count[plane] += 1
+        self._add_usable(ev)
+
+    def _readmit(self, ev: Ev, now: float) -> None:
+        ev.readmitted += 1
+        ev.next_probe, ev.probe_id = math.inf, 0
+        self.path_fail[ev.path_key] = 0
+        if self.active_count[ev.plane] < self.quota[ev.plane]:
+            ev.role = Role.ACTIVE
+            self.active_count[ev.plane] += 1
+            self._add_usable(ev)
+        else:
+            ev.role = Role.BACKUP
+            self.backup[ev.plane].append(ev)
+        self._emit(events.PathReadmitted(now, self.conn, ev.value, ev.plane))
+        if ev.plane in self.down:
+            self.down.discard(ev.plane)
+            self._emit(events.PlaneUp(now, self.conn, ev.plane))
+
+    def _path_failed(self, key: int, now: float) -> None:
+        self.path_fail[key] += 1
+        if self.path_fail[key] < self.cfg.path_fail_threshold:
+            return
+        for other in list(self.by_value.values()):
+            if other.path_key == key and other.state in (EvState.GOOD, EvState.SKIP):
+                self.apply(other, EvInput.TIMEOUT, now, "path")
+
+    def _check_down(self, plane: int, now: float) -> None:
+        if plane in self.down:
+            return
+        alive = any(
+            e.plane == plane and e.role is not Role.RETIRED and e.state is not EvState.DENIED
+            for e in self.by_value.values()
+        )
+        if not alive:
+            self.down.add(plane)
+            self._emit(events.PlaneDown(now, self.conn, plane))
+
+    # -- inputs from the connection -----------------------------------------------------
+    def usable_values(self) -> dict[int, int]:
+        """Usable EV values (a mapping: ``in`` is O(1))."""
+        return self._pos
+
+    def on_sent(self, ev: Ev) -> None:
+        """Count a data packet on ``ev``; end the rotation after one pass over the set."""
+        ev.sent += 1
+        self._sent_in_rotation += 1
+        if self._sent_in_rotation >= len(self.usable) + len(self.skipped):
+            self._sent_in_rotation = 0
+            self.rotation += 1
+            for e in [e for e in self.skipped if e.skip_until <= self.rotation]:
+                self.apply(e, EvInput.ROTATION, 0.0)
+
+    def on_clean_ack(self, ev: Ev) -> None:
+        """A SACK reflected ``ev`` without ECN: its path works."""
+        ev.acked += 1
+        self.path_fail[ev.path_key] = 0
+
+    def deny(self, value: int, now: float) -> None:
+        """Administratively stop using an EV."""
+        ev = self.by_value.get(value)
+        if ev is not None:
+            self.apply(ev, EvInput.DENY, now, "denied")
+
+    def allow(self, value: int, now: float) -> None:
+        """Undo ``deny``: the EV is probed and readmitted like a retired one."""
+        ev = self.by_value.get(value)
+        if ev is not None:
+            self.apply(ev, EvInput.ALLOW, now)
+
+    # -- probes -------------------------------------------------------------------------
+    def next_probe_time(self) -> float:
+        """Earliest probe deadline of a retired EV (inf: none)."""
+        return min((e.next_probe for e in self.retired.values()), default=math.inf)
+
+    def due_probes(self, now: float) -> list[Ev]:
+        """Retired EVs whose probe is due; an unanswered previous probe counts as failed."""
+        due = [e for e in self.retired.values() if e.next_probe <= now]
+        for ev in due:
+            if ev.probe_id:
+                ev.probe_ok = 0
+            ev.next_probe = now + self.cfg.probe_retry_rtts * self.base_rtt
+        return due
+
+    def probe_ok(self, ev: Ev, now: float) -> None:
+        """A probe reply came back for ``ev``."""
+        ev.probes_ok += 1
+        ev.probe_id = 0
+        if ev.state is not EvState.ASSUMED_BAD:
+            return
+        ev.probe_ok += 1
+        if ev.probe_ok >= self.cfg.readmit_probes:
+            self.apply(ev, EvInput.PROBES_ENOUGH, now)
+        else:
+            ev.next_probe = now + self.cfg.probe_next_rtts * self.base_rtt
+
+    # -- picks and views ----------------------------------------------------------------
+    def fallback(self) -> Ev:
+        """An EV to use when none is usable: a skipped one, else any not denied."""
+        if self.skipped:
+            return self.skipped[self.rng.randrange(len(self.skipped))]
+        pool = [e for e in self.by_value.values() if e.state is not EvState.DENIED]
+        pool = pool or list(self.by_value.values())
+        return pool[self.rng.randrange(len(pool))]
+
+    def control_ev(self) -> Ev:
+        """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set)."""
+        if not self.usable:
+            return self.fallback()
+        self._ctl = (self._ctl + 1) % len(self.usable)
+        return self.usable[self._ctl]
+
+    def plane_counters(self) -> dict[int, PlaneCounters]:
+        """Per-plane sums, cheap enough for a live view."""
+        out = {p: PlaneCounters(p, up=p not in self.down) for p in self.planes}
+        for e in self.by_value.values():
+            pc = out[e.plane]
+            pc.sent += e.sent
+            pc.acked += e.acked
+            pc.ecn += e.ecn
+            pc.lost += e.lost
+            if e.role is Role.RETIRED:
+                pc.retired += 1
+            elif e.role is Role.ACTIVE:
+                pc.evs.append(e.value)
+        for e in self.usable:
+            out[e.plane].usable += 1
+        return out
+
+
+def _spread(total: int, planes: Sequence[int]) -> dict[int, int]:
+    """``total`` split as equally as possible over ``planes`` (at least one each)."""
+    n = len(planes)
+    return {p: max(1, total // n + (1 if i < total % n else 0)) for i, p in enumerate(planes)}

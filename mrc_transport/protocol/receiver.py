@@ -1,0 +1,196 @@
+"""The receiving half of a connection: placement, duplicate suppression, SACKs, delivery.
+
+Each data packet names its message (MSN), its offset and the message length, so the
+receiver allocates the message buffer once, on the first packet of the message that
+arrives, and copies each payload straight to its place whatever the arrival order.
+Complete messages are delivered in MSN order. PSNs below the cumulative PSN or already in
+the out-of-order set are duplicates; PSNs beyond the reorder window are dropped.
+
+A SACK goes out after ``sack_every_bytes`` new bytes (htsim: 16 KB), at once when a packet
+arrived with CE, opened a gap, was a duplicate or asked for it (ACK_REQ), and otherwise
+after ``ack_delay``. Its bitmap covers the 64 PSNs up to the highest received.
+
+Flow control: the window advertised is ``rcvbuf`` minus the bytes of complete messages the
+application has not read yet; a message in progress does not count, since its buffer is
+allocated whole anyway and it could otherwise never complete.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mrc_transport.wire import frames
+from mrc_transport.wire.frames import Common, DataHeader, Flags
+
+from . import events
+from .config import Config
+from .counters import ConnCounters
+from .serial import MASK32, expand
+
+
+class Verdict(enum.Enum):
+    """What the connection should do after a data packet."""
+
+    DROP = "drop"
+    DELAY = "delay"
+    SACK = "sack"
+    NACK = "nack"
+
+
+@dataclass(slots=True, eq=False)
+class InMessage:
+    """A message being reassembled."""
+
+    buf: bytearray
+    """Preallocated to the message length."""
+    received: int = 0
+    """Bytes placed so far."""
+
+
+@dataclass(slots=True)
+class Trigger:
+    """The packet a SACK reflects."""
+
+    ev: int = 0
+    """Its EV."""
+    ts: int = 0
+    """Its timestamp."""
+    has_ts: bool = False
+    """Whether ``ts`` is valid."""
+
+
+class Receiver:
+    """Receiving state of one connection."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        initial_psn: int,
+        counters: ConnCounters,
+        emit: Callable[[events.Event], None],
+        conn: int,
+    ) -> None:
+        self.cfg, self.counters, self._emit, self.conn = cfg, counters, emit, conn
+        self.cum = initial_psn
+        self.highest = initial_psn - 1
+        self.ooo: set[int] = set()
+        self.ooo_count = 0
+        self.next_msn = 0
+        self.inbox: dict[int, InMessage] = {}
+        self.done: dict[int, InMessage] = {}
+        self.held = 0
+        self.advertised = cfg.rcvbuf
+        self._since_sack = 0
+        self.ack_deadline = math.inf
+        self.trigger = Trigger()
+
+    @property
+    def rwnd(self) -> int:
+        """Window to advertise, bytes."""
+        return max(0, self.cfg.rcvbuf - self.held)
+
+    def on_data(self, h: DataHeader, payload: bytes, ev: int, ce: bool, now: float) -> Verdict:
+        """Place one data packet; say whether to SACK now."""
+        psn = expand(h.psn, self.cum)
+        if psn < self.cum or psn in self.ooo:
+            self.counters.dup_packets += 1
+            self._note(ev, h)
+            return Verdict.SACK
+        if psn >= self.cum + self.cfg.reorder_window:
+            self.counters.psn_out_of_window += 1
+            return Verdict.NACK
+        msg = self._message(h, len(payload))
+        if msg is None:
+            return Verdict.DROP
+        n = len(payload)
+        msg.buf[h.msg_offset : h.msg_offset + n] = payload
+        msg.received += n
+        self.counters.data_received += 1
+        self.counters.bytes_received += n
+        if ce:
+            self.counters.ce_received += 1
+        gap = self._mark(psn)
+        if msg.received >= len(msg.buf):
+            self._complete(expand(h.msn, self.next_msn), msg, now)
+        self._since_sack += n
+        self._note(ev, h)
+        asked = bool(h.common.flags & Flags.ACK_REQ)
+        if ce or gap or asked or self._since_sack >= self.cfg.sack_every_bytes:
+            return Verdict.SACK
+        if self.ack_deadline == math.inf:
+            self.ack_deadline = now + self.cfg.ack_delay
+        return Verdict.DELAY
+
+    def _message(self, h: DataHeader, n: int) -> InMessage | None:
+        if n > self.cfg.mss or h.msg_offset + n > h.msg_len or h.msg_len > self.cfg.max_message:
+            self.counters.inconsistent_header += 1
+            return None
+        msn = expand(h.msn, self.next_msn)
+        if not self.next_msn <= msn < self.next_msn + self.cfg.msn_window or msn in self.done:
+            self.counters.msn_out_of_window += 1
+            return None
+        msg = self.inbox.get(msn)
+        if msg is None:
+            msg = self.inbox[msn] = InMessage(bytearray(h.msg_len))
+        elif len(msg.buf) != h.msg_len:
+            self.counters.inconsistent_header += 1
+            return None
+        return msg
+
+    def _mark(self, psn: int) -> bool:
+        """Record ``psn``; True if it opened a gap."""
+        gap = psn > self.highest + 1
+        self.highest = max(self.highest, psn)
+        if psn != self.cum:
+            self.ooo.add(psn)
+            self.ooo_count += 1
+            return gap
+        self.cum += 1
+        while self.cum in self.ooo:
+            self.ooo.discard(self.cum)
+            self.cum += 1
+        self.ooo_count = 0
+        return gap
+
+    def _complete(self, msn: int, msg: InMessage, now: float) -> None:
+        del self.inbox[msn]
+        self.done[msn] = msg
+        while self.next_msn in self.done:
+            m = self.done.pop(self.next_msn)
+            self.held += len(m.buf)
+            self.counters.messages_received += 1
+            self._emit(events.MessageReceived(now, self.conn, self.next_msn, m.buf))
+            self.next_msn += 1
+
+    def _note(self, ev: int, h: DataHeader) -> None:
+        self.trigger = Trigger(ev, h.ts, bool(h.common.flags & Flags.TS))
+
+    def consumed(self, n: int) -> bool:
+        """The application read a message of ``n`` bytes; True if a window update is due."""
+        self.held -= n
+        return self.rwnd - self.advertised >= max(self.cfg.rcvbuf // 4, self.cfg.mss)
+
+    def sack(self, common: Common, ce: bool = False) -> frames.SackHeader:
+        """A SACK of the current state reflecting the last trigger."""
+        base = max(self.cum, self.highest - 63)
+        bitmap = 0
+        if self.ooo:
+            ooo = self.ooo
+            for i in range(64):
+                if base + i in ooo:
+                    bitmap |= 1 << i
+        t = self.trigger
+        flags = common.flags | (Flags.TS if t.has_ts else Flags.NONE)
+        if ce:
+            flags |= Flags.ECN_ECHO
+        self._since_sack = 0
+        self.ack_deadline = math.inf
+        self.advertised = self.rwnd
+        self.counters.sacks_sent += 1
+        return frames.SackHeader(
+            Common(common.opcode, flags, common.dst_conn, common.src_conn), self.cum & MASK32,
+            base & MASK32, bitmap, t.ev, t.ts, min(self.ooo_count, 0xFFFF), 0, self.advertised,
+        )

@@ -1,0 +1,411 @@
+"""The sending half of a connection: segmentation, PSNs, SACK processing, loss recovery.
+
+Messages are cut into packets of at most MSS bytes when they are sent, each a memoryview
+slice of the application's buffer (a large message is never copied per packet). Every
+packet gets the next PSN; a retransmission keeps its PSN, takes a different EV and carries
+the RTX flag. Losses are found two ways (RFC 8985 RACK and a FACK-style packet threshold):
+
+- time: a packet sent before one that was delivered is lost once it has been out for the
+  delivered packet's RTT plus a reordering window (min RTT / 4, widened by the RTT spread);
+- packets: a packet is lost when a PSN ``max(1.5 max window, 5)`` packets higher was
+  SACKed (htsim uses ``max(min(1.5 cwnd, max window), 5)``).
+
+A lost packet's EV goes ASSUMED_BAD and the packet is queued for retransmission, oldest
+PSN first. An RTO (RFC 6298, exponential backoff) declares every packet out for longer
+than the RTO lost. Flow control: bytes from the cumulative PSN on never exceed the
+receiver's advertised window.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mrc_transport.wire import frames
+from mrc_transport.wire.frames import Common, DataHeader, Flags, NackReason, Opcode
+
+from . import events
+from .cc.base import CongestionControl
+from .config import Config
+from .counters import ConnCounters
+from .ev import Ev, EvInput, EvSet
+from .scheduler import Scheduler
+from .serial import MASK32, expand
+from .transmit import Transmit
+
+
+@dataclass(slots=True, eq=False)
+class OutMessage:
+    """A message being sent."""
+
+    msn: int
+    """Message sequence number."""
+    data: memoryview
+    """The application's bytes."""
+    next_offset: int = 0
+    """First byte not yet segmented."""
+    acked: int = 0
+    """Bytes acknowledged."""
+
+
+@dataclass(slots=True, eq=False)
+class SentPacket:
+    """A data packet not yet acknowledged."""
+
+    psn: int
+    """Its PSN."""
+    msg: OutMessage
+    """Its message."""
+    offset: int
+    """Offset of its payload in the message."""
+    length: int
+    """Payload bytes."""
+    opcode: Opcode
+    """WRITE_FIRST / MIDDLE / LAST / ONLY."""
+    ev: Ev
+    """EV of the latest transmission."""
+    sent_time: float = 0.0
+    """Time of the latest transmission."""
+    seq: int = 0
+    """Transmission order of the latest transmission (RACK)."""
+    rtx: int = 0
+    """Retransmissions so far."""
+    lost: bool = False
+    """Declared lost and waiting for retransmission."""
+
+
+class Sender:
+    """Sending state of one connection."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        initial_psn: int,
+        evs: EvSet,
+        scheduler: Scheduler,
+        cc: CongestionControl,
+        counters: ConnCounters,
+        emit: Callable[[events.Event], None],
+        conn: int,
+    ) -> None:
+        self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
+        self.counters, self._emit, self.conn = counters, emit, conn
+        self.mss = cfg.mss
+        self.dst_conn = 0
+        self.pending: deque[OutMessage] = deque()
+        self.next_msn = 0
+        self.snd_una = self.snd_nxt = initial_psn
+        self._una_lens: deque[int] = deque()
+        self.fc_bytes = 0
+        self.peer_rwnd = cfg.rcvbuf
+        self.inflight: dict[int, SentPacket] = {}
+        self.in_flight_bytes = 0
+        self._order: deque[tuple[int, SentPacket]] = deque()
+        self._seq = 0
+        self._rtx: list[int] = []
+        self.highest_sacked = initial_psn - 1
+        self._rack_seq = -1
+        self._rack_rtt = 0.0
+        self.reorder_deadline = math.inf
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.min_rtt = math.inf
+        self.peak_rtt = 0.0
+        self.rto_count = 0
+
+    # -- application side ---------------------------------------------------------------
+    def queue(self, data: bytes | bytearray | memoryview) -> int:
+        """Queue one message; returns its MSN."""
+        view = memoryview(data).cast("B")
+        if view.nbytes > MASK32:
+            raise ValueError("a message is at most 2**32 - 1 bytes")
+        msn = self.next_msn
+        self.next_msn += 1
+        self.pending.append(OutMessage(msn, view))
+        self.counters.messages_sent += 1
+        return msn
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing unacknowledged."""
+        return not self.pending and not self.inflight
+
+    # -- RTT ----------------------------------------------------------------------------
+    @property
+    def rto(self) -> float:
+        """RFC 6298 RTO with backoff, within [min_rto, max_rto]."""
+        base = self.cfg.initial_rtt * 3 if self.srtt is None else self.srtt + 4 * self.rttvar
+        rto = math.ldexp(max(self.cfg.min_rto, base), min(self.rto_count, 30))
+        return min(rto, self.cfg.max_rto)
+
+    def rtt_sample(self, rtt: float) -> None:
+        """Feed one RTT measurement (RFC 6298 section 2)."""
+        self.min_rtt = min(self.min_rtt, rtt)
+        # a slowly decaying maximum: the RTT of the fullest path sprayed on lately
+        self.peak_rtt = max(rtt, self.peak_rtt - (self.peak_rtt - rtt) / 512)
+        self.evs.base_rtt = self.min_rtt
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+
+    # -- sending ------------------------------------------------------------------------
+    def fill(self, now: float, out: list[Transmit], limit: int) -> None:
+        """Append data packets (retransmissions first) while the windows allow."""
+        while len(out) < limit:
+            pkt = self._next_rtx()
+            if pkt is not None:
+                if not self.cc.can_send(self.in_flight_bytes, pkt.length):
+                    break
+                heapq.heappop(self._rtx)
+                self._send_rtx(pkt, now, out)
+            elif not self._send_new(now, out):
+                break
+
+    def _next_rtx(self) -> SentPacket | None:
+        while self._rtx:
+            pkt = self.inflight.get(self._rtx[0])
+            if pkt is not None and pkt.lost:
+                return pkt
+            heapq.heappop(self._rtx)
+        return None
+
+    def _send_new(self, now: float, out: list[Transmit]) -> bool:
+        if not self.pending or self.snd_nxt - self.snd_una >= self.cfg.reorder_window:
+            return False
+        msg = self.pending[0]
+        total = msg.data.nbytes
+        n = min(self.mss, total - msg.next_offset)
+        if not self.cc.can_send(self.in_flight_bytes, n) or self.fc_bytes + n > self.peer_rwnd:
+            return False
+        pkt = SentPacket(self.snd_nxt, msg, msg.next_offset, n, _opcode(msg.next_offset, n, total),
+                         self.scheduler.pick(self.evs))
+        msg.next_offset += n
+        if msg.next_offset >= total:
+            self.pending.popleft()
+        self.inflight[pkt.psn] = pkt
+        self._una_lens.append(n)
+        self.fc_bytes += n
+        self.snd_nxt += 1
+        self._transmit(pkt, now, out, Flags.TS)
+        return True
+
+    def _send_rtx(self, pkt: SentPacket, now: float, out: list[Transmit]) -> None:
+        old = pkt.ev
+        pkt.ev = self.scheduler.pick(self.evs, avoid=old)
+        pkt.lost = False
+        pkt.rtx += 1
+        self.counters.retransmits += 1
+        self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
+        self._transmit(pkt, now, out, Flags.TS | Flags.RTX)
+
+    def _transmit(self, pkt: SentPacket, now: float, out: list[Transmit], flags: Flags) -> None:
+        self._seq += 1
+        pkt.seq, pkt.sent_time = self._seq, now
+        self._order.append((self._seq, pkt))
+        self.in_flight_bytes += pkt.length
+        self.evs.on_sent(pkt.ev)
+        self.counters.data_sent += 1
+        self.counters.bytes_sent += pkt.length
+        msg = pkt.msg
+        header = DataHeader(
+            Common(pkt.opcode, flags, self.dst_conn, self.conn), pkt.psn & MASK32,
+            msg.msn & MASK32, pkt.offset, msg.data.nbytes, int(now * 1e9),
+        )
+        payload = msg.data[pkt.offset : pkt.offset + pkt.length]
+        out.append(Transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
+
+    # -- SACK ---------------------------------------------------------------------------
+    def on_sack(self, h: frames.SackHeader, now: float) -> None:
+        """Process a SACK; a SACK for PSNs never sent is counted and ignored whole."""
+        cum = expand(h.cum_psn, self.snd_una)
+        base = expand(h.sack_base, self.snd_una)
+        top = base + h.bitmap.bit_length() - 1 if h.bitmap else base
+        if cum > self.snd_nxt or (h.bitmap and top >= self.snd_nxt):
+            self.counters.sack_beyond_sent += 1
+            return
+        self.counters.sacks_received += 1
+        acked = self._ack_cumulative(cum, now) + self._ack_bitmap(base, h.bitmap, now)
+        if cum >= self.snd_una:
+            self.peer_rwnd = h.rwnd
+        else:
+            self.counters.sack_stale += 1
+        rtt = self._reflected_rtt(h, now)
+        ecn = bool(h.common.flags & Flags.ECN_ECHO)
+        self._reflected_ev(h.ev, ecn, now)
+        if acked or ecn:
+            self.cc.on_ack(acked, rtt, ecn, now)
+        if acked:
+            self.rto_count = 0
+        self.detect_losses(now)
+
+    def _ack_cumulative(self, cum: int, now: float) -> int:
+        acked = 0
+        while self.snd_una < cum:
+            pkt = self.inflight.pop(self.snd_una, None)
+            if pkt is not None:
+                acked += self._acked(pkt, now)
+            self.fc_bytes -= self._una_lens.popleft()
+            self.snd_una += 1
+        return acked
+
+    def _ack_bitmap(self, base: int, bitmap: int, now: float) -> int:
+        acked = 0
+        while bitmap:
+            low = bitmap & -bitmap
+            bitmap ^= low
+            psn = base + low.bit_length() - 1
+            pkt = self.inflight.pop(psn, None) if psn >= self.snd_una else None
+            if pkt is not None:
+                acked += self._acked(pkt, now)
+                self.highest_sacked = max(self.highest_sacked, psn)
+        return acked
+
+    def _acked(self, pkt: SentPacket, now: float) -> int:
+        if pkt.lost:
+            self.counters.spurious_rtx += 1
+        else:
+            self.in_flight_bytes -= pkt.length
+        rtt = now - pkt.sent_time
+        # RFC 8985 6.2 step 2: an ack faster than min RTT for a retransmitted packet is
+        # for the original transmission and says nothing about packets sent before it.
+        if pkt.seq > self._rack_seq and not (pkt.rtx and rtt < self.min_rtt):
+            self._rack_seq, self._rack_rtt = pkt.seq, rtt
+        msg = pkt.msg
+        msg.acked += pkt.length
+        if msg.acked >= msg.data.nbytes and msg.next_offset >= msg.data.nbytes:
+            self.counters.messages_acked += 1
+            self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.data.nbytes))
+        return pkt.length or 1
+
+    def _reflected_rtt(self, h: frames.SackHeader, now: float) -> float | None:
+        if not h.common.flags & Flags.TS:
+            return None
+        rtt = now - h.ts / 1e9
+        if not 0 <= rtt < 60:
+            return None
+        self.rtt_sample(rtt)
+        return rtt
+
+    def _reflected_ev(self, value: int, ecn: bool, now: float) -> None:
+        ev = self.evs.by_value.get(value)
+        if ev is None:
+            self.counters.sack_unknown_ev += 1
+        elif ecn:
+            ev.ecn += 1
+            self.counters.ecn_echoes += 1
+            self._emit(events.EcnMarked(now, self.conn, value))
+            self.evs.apply(ev, EvInput.ECN, now)
+        else:
+            self.evs.on_clean_ack(ev)
+            self.scheduler.on_clean_ack(ev)
+
+    # -- loss detection -----------------------------------------------------------------
+    def detect_losses(self, now: float) -> None:
+        """RACK time threshold, then the packet threshold."""
+        self.reorder_deadline = math.inf
+        reo = self.reorder_window()
+        order = self._order
+        while order:
+            seq, pkt = order[0]
+            if not self._current(seq, pkt):
+                order.popleft()
+                continue
+            if seq > self._rack_seq:
+                break
+            deadline = pkt.sent_time + self._rack_rtt + reo
+            if now < deadline:
+                self.reorder_deadline = deadline
+                break
+            order.popleft()
+            self._lost(pkt, now, EvInput.LOSS)
+        self._packet_threshold(now)
+
+    def reorder_window(self) -> float:
+        """RACK's reordering allowance: min RTT / 4 (RFC 8985 6.2), widened to the spread
+        of RTTs seen, since spraying reorders by up to the queueing delay of the fullest
+        path (ours: 1.25 x (recent peak RTT - min RTT))."""
+        if self.srtt is None:
+            return 0.0
+        floor = self.cfg.rack_reo_fraction * self.min_rtt
+        return max(floor, 1.25 * (self.peak_rtt - self.min_rtt))
+
+    def _packet_threshold(self, now: float) -> None:
+        # htsim: max(min(1.5 cwnd, max window), 5) packets; spraying over software queues
+        # reorders deeper than a shrunken cwnd, so ours uses the upper end, 1.5 max window.
+        max_pkts = 1.5 * self.cc.max_window() / self.mss
+        thresh = max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
+        limit = self.highest_sacked - thresh
+        lost = []
+        for psn, pkt in self.inflight.items():
+            if psn > limit:
+                break
+            if not pkt.lost and not pkt.rtx:
+                lost.append(pkt)
+        for pkt in lost:
+            self._lost(pkt, now, EvInput.LOSS)
+
+    def _current(self, seq: int, pkt: SentPacket) -> bool:
+        return pkt.seq == seq and not pkt.lost and self.inflight.get(pkt.psn) is pkt
+
+    def _lost(self, pkt: SentPacket, now: float, why: EvInput) -> None:
+        pkt.lost = True
+        self.in_flight_bytes -= pkt.length
+        heapq.heappush(self._rtx, pkt.psn)
+        pkt.ev.lost += 1
+        self.counters.lost += 1
+        self.evs.apply(pkt.ev, why, now)
+        self.cc.on_loss(pkt.length, now)
+
+    # -- NACK ---------------------------------------------------------------------------
+    def on_nack(self, h: frames.NackHeader, now: float) -> None:
+        """A trimmed packet: SKIP its EV and resend at once; others: resend."""
+        pkt = self.inflight.get(expand(h.psn, self.snd_una))
+        if pkt is None or pkt.lost:
+            self.counters.nack_invalid += 1
+            return
+        self.counters.nacks_received += 1
+        pkt.lost = True
+        self.in_flight_bytes -= pkt.length
+        heapq.heappush(self._rtx, pkt.psn)
+        ev = self.evs.by_value.get(h.ev, pkt.ev)
+        if h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            self.evs.apply(ev, EvInput.TRIMMED, now)
+            self.cc.on_nack(pkt.length, now)
+
+    # -- timers -------------------------------------------------------------------------
+    def oldest_sent(self) -> float:
+        """Send time of the oldest packet still in flight (inf: none)."""
+        order = self._order
+        while order and not self._current(*order[0]):
+            order.popleft()
+        return order[0][1].sent_time if order else math.inf
+
+    def timer(self) -> float:
+        """Earliest of the reorder and retransmission deadlines."""
+        return min(self.reorder_deadline, self.oldest_sent() + self.rto)
+
+    def on_timer(self, now: float) -> bool:
+        """Run expired timers; True if the RTO fired."""
+        if self.reorder_deadline <= now:
+            self.detect_losses(now)
+        if self.oldest_sent() + self.rto > now:
+            return False
+        rto = self.rto
+        self.rto_count += 1
+        self.counters.rtos += 1
+        self._emit(events.RtoFired(now, self.conn, rto, self.rto_count))
+        expired = [p for s, p in self._order if self._current(s, p) and p.sent_time + rto <= now]
+        for pkt in expired:
+            self._lost(pkt, now, EvInput.TIMEOUT)
+        return True
+
+
+def _opcode(offset: int, n: int, total: int) -> Opcode:
+    first, last = offset == 0, offset + n >= total
+    if first:
+        return Opcode.WRITE_ONLY if last else Opcode.WRITE_FIRST
+    return Opcode.WRITE_LAST if last else Opcode.WRITE_MIDDLE
