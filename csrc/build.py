@@ -24,8 +24,9 @@ ffibuilder.cdef((CSRC / "mrc_fast.h").read_text())
 ffibuilder.set_source(
     "mrc_transport._fastpath",
     '#include <stdint.h>\n#include <stddef.h>\n#include "mrc_fast.h"\n',
-    sources=[str(CSRC / "mrc_fast.c")],
-    include_dirs=[str(CSRC)],
+    # setuptools insists on paths relative to setup.py's folder (pip builds from there).
+    sources=[os.path.relpath(CSRC / "mrc_fast.c")],
+    include_dirs=[os.path.relpath(CSRC)],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
