@@ -1,0 +1,53 @@
+"""Delivery records on disk: one JSON object per line, {"t_mono", "nbytes", "flow"}.
+
+The TCP baseline's receiver writes them (demo/tcpflow.py) and the MRC receiver will too,
+so the demo joins both with the lab's event log (demo/timeline.py) in one format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from mrc_transport.demo.errors import DemoError
+from mrc_transport.demo.timeline import Delivery
+
+
+def record_line(t_mono: float, nbytes: int, flow: str) -> str:
+    return json.dumps({"t_mono": t_mono, "nbytes": nbytes, "flow": flow}, separators=(",", ":"))
+
+
+def write_records(path: str | Path, deliveries: Iterable[Delivery]) -> int:
+    """Write records (atomically: a reader never sees half a file); returns how many."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    n = 0
+    with open(tmp, "w") as f:
+        for d in deliveries:
+            f.write(record_line(d.t_mono, d.nbytes, d.flow) + "\n")
+            n += 1
+    tmp.replace(path)
+    return n
+
+
+def parse_record(line: str, where: str) -> Delivery:
+    """One untrusted line -> Delivery; DemoError naming the file and line otherwise."""
+    try:
+        raw = json.loads(line)
+        t, n, flow = raw["t_mono"], raw["nbytes"], raw["flow"]
+    except (ValueError, KeyError, TypeError):
+        raise DemoError(f"{where}: not a delivery record (t_mono, nbytes, flow)") from None
+    if not isinstance(t, int | float) or isinstance(t, bool):
+        raise DemoError(f"{where}: t_mono must be a number")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise DemoError(f"{where}: nbytes must be a non-negative integer")
+    return Delivery(float(t), n, str(flow))
+
+
+def read_records(path: str | Path) -> list[Delivery]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise DemoError(f"{path}: {exc.strerror}") from None
+    return [parse_record(line, f"{path}:{i + 1}")
+            for i, line in enumerate(text.splitlines()) if line.strip()]

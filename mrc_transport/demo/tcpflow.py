@@ -1,0 +1,263 @@
+"""The single-path TCP baseline ("RoCE over ECMP" stand-in) with per-receive timestamps.
+
+iperf3 reports at best every 100 ms; the demo needs 10 ms bins and the exact gap a cut
+leaves, so this receiver logs (time.monotonic(), nbytes) after every recv(), in the same
+record format as the MRC receiver (demo/records.py). The sender writes a deterministic
+byte pattern and the receiver checks every byte, so the baseline is verified too.
+
+Pattern: a SHAKE-256 keystream of PERIOD bytes (an odd length, so a lost or repeated
+segment cannot line up with the pattern again by chance of alignment), repeated. The
+receiver also reports the byte count, which the caller compares with the sender's.
+
+Run inside a lab namespace with ``ip netns exec NS python -m mrc_transport.demo.tcpflow``:
+
+    recv --port 5201 --flow tcp --records tcp.jsonl   # prints {"event": "listening", ...}
+    send fd00:6d72:a000:: --port 5201 -t 10           # prints {"event": "end", ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mrc_transport.demo.errors import DemoError
+from mrc_transport.demo.records import record_line, write_records
+from mrc_transport.demo.timeline import Delivery
+
+PERIOD = (1 << 20) + 7
+"""Pattern length in bytes (odd: see the module docstring)."""
+DEFAULT_SEED = "mrc"
+RECV_BUF = 256 * 1024
+SEND_CHUNK = 128 * 1024
+
+
+class Pattern:
+    """The sender's byte stream and the receiver's reference for it."""
+
+    def __init__(self, seed: str = DEFAULT_SEED) -> None:
+        one = hashlib.shake_256(b"mrc-tcpflow\0" + seed.encode()).digest(PERIOD)
+        # Twice over, so any slice of up to PERIOD bytes at any phase is contiguous.
+        self._bytes = one + one
+        self._doubled = memoryview(self._bytes)
+
+    def slice(self, offset: int, n: int) -> memoryview:
+        """Bytes [offset, offset + n) of the stream, n <= PERIOD."""
+        phase = offset % PERIOD
+        return self._doubled[phase:phase + n]
+
+    def matches(self, offset: int, data: memoryview) -> bool:
+        """True when data equals the stream at offset (any length)."""
+        done = 0
+        while done < len(data):
+            n = min(PERIOD, len(data) - done)
+            phase = (offset + done) % PERIOD
+            # bytes == bytes is a memcmp; memoryview == memoryview compares item by item
+            # (10x slower, measured), so copy both sides.
+            if bytes(data[done:done + n]) != self._bytes[phase:phase + n]:
+                return False
+            done += n
+        return True
+
+
+@dataclass
+class Verifier:
+    """Checks a received stream chunk by chunk."""
+
+    pattern: Pattern
+    offset: int = 0
+    first_bad: int | None = None
+
+    def feed(self, data: memoryview) -> None:
+        if self.first_bad is None and not self.pattern.matches(self.offset, data):
+            self.first_bad = self.offset + _first_difference(self.pattern, self.offset, data)
+        self.offset += len(data)
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad is None
+
+
+def _first_difference(pattern: Pattern, offset: int, data: memoryview) -> int:
+    for i in range(len(data)):
+        if data[i] != pattern.slice(offset + i, 1)[0]:
+            return i
+    return len(data)
+
+
+@dataclass
+class RecvResult:
+    """What the receiver saw."""
+
+    flow: str
+    records: list[Delivery] = field(default_factory=list)
+    nbytes: int = 0
+    verified: bool = True
+    first_bad_offset: int | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "event": "end", "flow": self.flow, "bytes": self.nbytes, "verified": self.verified,
+            "first_bad_offset": self.first_bad_offset, "records": len(self.records),
+            "t_first": self.records[0].t_mono if self.records else None,
+            "t_last": self.records[-1].t_mono if self.records else None,
+        }
+
+
+def listen(port: int, bind: str = "::") -> socket.socket:
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((bind, port))
+    sock.listen(1)
+    return sock
+
+
+def receive(
+    sock: socket.socket, flow: str, pattern: Pattern, *, accept_timeout: float | None = 30.0,
+    on_progress: Callable[[float, int], None] | None = None, progress_s: float = 0.0,
+) -> RecvResult:
+    """Accept one connection and read it to EOF, one record per recv()."""
+    sock.settimeout(accept_timeout)
+    try:
+        conn, _ = sock.accept()
+    except TimeoutError:
+        raise DemoError(f"no sender connected within {accept_timeout:g} s") from None
+    result = RecvResult(flow)
+    verifier = Verifier(pattern)
+    buf = bytearray(RECV_BUF)
+    view = memoryview(buf)
+    next_progress = time.monotonic() + progress_s
+    with conn:
+        conn.settimeout(None)
+        while (n := conn.recv_into(buf)) > 0:
+            t = time.monotonic()
+            result.records.append(Delivery(t, n, flow))
+            result.nbytes += n
+            verifier.feed(view[:n])
+            if on_progress is not None and progress_s > 0 and t >= next_progress:
+                on_progress(t, result.nbytes)
+                next_progress = t + progress_s
+    result.verified, result.first_bad_offset = verifier.ok, verifier.first_bad
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What the sender wrote."""
+
+    nbytes: int
+    """Bytes handed to the kernel (all of them reached the receiver if it saw as many)."""
+    t_start: float
+    """time.monotonic() when the connection was up."""
+    t_end: float
+    """time.monotonic() after the last byte was written and the write side shut down."""
+
+
+def send(
+    host: str, port: int, pattern: Pattern, *, seconds: float | None = None,
+    nbytes: int | None = None, bind: str | None = None, cport: int = 0,
+    chunk: int = SEND_CHUNK, connect_timeout: float = 10.0,
+) -> SendResult:
+    """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given)."""
+    if (seconds is None) == (nbytes is None):
+        raise DemoError("give exactly one of -t SECONDS or -n BYTES")
+    if not 0 < chunk <= PERIOD:
+        raise DemoError(f"chunk must be in 1..{PERIOD}")
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    with sock:
+        if bind is not None or cport:
+            # A fixed source port pins the ECMP hash (fib_multipath_hash_policy=1: L4).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((bind or "::", cport))
+        sock.settimeout(connect_timeout)
+        sock.connect((host, port))
+        sock.settimeout(None)
+        t_start = time.monotonic()
+        deadline = t_start + seconds if seconds is not None else float("inf")
+        limit = nbytes if nbytes is not None else -1
+        sent = 0
+        while (limit < 0 and time.monotonic() < deadline) or sent < limit:
+            n = chunk if limit < 0 else min(chunk, limit - sent)
+            sock.sendall(pattern.slice(sent, n))
+            sent += n
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(connect_timeout * 6)
+        sock.recv(1)  # wait for the receiver's EOF: every byte was read before we report
+        return SendResult(sent, t_start, time.monotonic())
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, separators=(",", ":")), flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mrc_transport.demo.tcpflow",
+                                     description="TCP baseline flow with per-recv records")
+    sub = parser.add_subparsers(dest="role", required=True)
+    r = sub.add_parser("recv", help="accept one connection, record and verify it")
+    r.add_argument("--port", type=int, default=5201)
+    r.add_argument("--bind", default="::")
+    r.add_argument("--flow", default="tcp", help="flow id written into every record")
+    r.add_argument("--records", help="write records here (JSONL); default: print them")
+    r.add_argument("--progress", type=float, default=0.0, metavar="SECONDS",
+                   help="print a progress line this often")
+    r.add_argument("--accept-timeout", type=float, default=30.0)
+    s = sub.add_parser("send", help="send the pattern at full speed")
+    s.add_argument("host")
+    s.add_argument("--port", type=int, default=5201)
+    group = s.add_mutually_exclusive_group(required=True)
+    group.add_argument("-t", "--time", type=float, dest="seconds")
+    group.add_argument("-n", "--bytes", type=int, dest="nbytes")
+    s.add_argument("--bind")
+    s.add_argument("--cport", type=int, default=0, help="source port (pins the ECMP hash)")
+    s.add_argument("--chunk", type=int, default=SEND_CHUNK)
+    for p in (r, s):
+        p.add_argument("--seed", default=DEFAULT_SEED)
+    return parser
+
+
+def _run_recv(args: argparse.Namespace) -> int:
+    sock = listen(args.port, args.bind)
+    with sock:
+        _emit({"event": "listening", "port": sock.getsockname()[1], "t_mono": time.monotonic()})
+        result = receive(
+            sock, args.flow, Pattern(args.seed), accept_timeout=args.accept_timeout,
+            on_progress=lambda t, n: _emit({"event": "progress", "t_mono": t, "bytes": n}),
+            progress_s=args.progress,
+        )
+    if args.records:
+        write_records(args.records, result.records)
+    else:
+        for d in result.records:
+            print(record_line(d.t_mono, d.nbytes, d.flow))
+    _emit(result.summary())
+    return 0 if result.verified else 1
+
+
+def _run_send(args: argparse.Namespace) -> int:
+    res = send(args.host, args.port, Pattern(args.seed), seconds=args.seconds,
+               nbytes=args.nbytes, bind=args.bind, cport=args.cport, chunk=args.chunk)
+    _emit({"event": "end", "bytes_sent": res.nbytes, "t_start": res.t_start, "t_end": res.t_end})
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run_recv(args) if args.role == "recv" else _run_send(args)
+    except (DemoError, OSError) as exc:
+        print(f"tcpflow {args.role}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
