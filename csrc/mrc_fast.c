@@ -50,19 +50,34 @@ enum {
 
 /* ---------------------------------------------------------------- checksums (RFC 1071) */
 
-/* Sum native-order 32-bit words into 64 bits: 2**32 words before any carry is lost, and
- * RFC 1071 section 2(B) makes the folded result independent of byte order up to a swap. */
+/* One's complement sum of 32 bytes at a time as four 64-bit native words, counting each
+ * word's carry out separately (2**64 = 1 mod 0xffff, so a lost carry is worth 1). Returns
+ * a value < 2**40 congruent to the sum mod 0xffff, non-zero iff any input was non-zero. */
+static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
+{
+    uint64_t s[4] = {sum, 0, 0, 0}, carry = 0, w[4];
+    for (size_t b = 0; b < blocks; b++, p += 32) {
+        memcpy(w, p, 32);
+        for (int i = 0; i < 4; i++) {
+            s[i] += w[i];
+            carry += s[i] < w[i];
+        }
+    }
+    uint64_t total = carry;
+    for (int i = 0; i < 4; i++)
+        total += (s[i] & 0xffffffff) + (s[i] >> 32);
+    return total;
+}
+
+/* Sum native-order words (RFC 1071 section 2(B): the folded result is independent of byte
+ * order up to a swap): 64-bit words in blocks, then 32-bit words into the 64-bit total. */
 static uint64_t sum_native(const uint8_t *p, size_t len, uint64_t sum)
 {
-    uint32_t a, b, c, d;
-    while (len >= 16) {
-        memcpy(&a, p, 4);
-        memcpy(&b, p + 4, 4);
-        memcpy(&c, p + 8, 4);
-        memcpy(&d, p + 12, 4);
-        sum += (uint64_t)a + b + c + d;
-        p += 16;
-        len -= 16;
+    uint32_t a;
+    if (len >= 32) {
+        sum = sum_blocks(p, len / 32, sum);
+        p += len & ~(size_t)31;
+        len &= 31;
     }
     while (len >= 4) {
         memcpy(&a, p, 4);
