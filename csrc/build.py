@@ -19,16 +19,27 @@ from cffi import FFI
 CSRC = pathlib.Path(__file__).resolve().parent
 ROOT = CSRC.parent
 
-ffibuilder = FFI()
-ffibuilder.cdef((CSRC / "mrc_fast.h").read_text())
-ffibuilder.set_source(
-    "mrc_transport._fastpath",
-    '#include <stdint.h>\n#include <stddef.h>\n#include "mrc_fast.h"\n',
-    # setuptools insists on paths relative to setup.py's folder (pip builds from there).
-    sources=[os.path.relpath(CSRC / "mrc_fast.c")],
-    include_dirs=[os.path.relpath(CSRC)],
-    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
-)
+
+def make_builder(*, absolute: bool) -> FFI:
+    """The extension's description. setuptools (pip) insists on source paths relative to
+    setup.py's folder; ``ffi.compile`` runs from its tmpdir and needs absolute ones."""
+
+    def path(p: pathlib.Path) -> str:
+        return str(p) if absolute else os.path.relpath(p, ROOT)
+
+    ffi = FFI()
+    ffi.cdef((CSRC / "mrc_fast.h").read_text())
+    ffi.set_source(
+        "mrc_transport._fastpath",
+        '#include <stdint.h>\n#include <stddef.h>\n#include "mrc_fast.h"\n',
+        sources=[path(CSRC / "mrc_fast.c")],
+        include_dirs=[path(CSRC)],
+        extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+    )
+    return ffi
+
+
+ffibuilder = make_builder(absolute=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tmpdir = ROOT / "build" / "cffi"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    so = ffibuilder.compile(tmpdir=str(tmpdir), verbose=False)
+    so = make_builder(absolute=True).compile(tmpdir=str(tmpdir), verbose=False)
     if args.inplace:
         target = ROOT / "mrc_transport" / pathlib.Path(so).name
         # Replace, never rewrite in place: a running process may have the old .so mapped.
