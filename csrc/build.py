@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     so = make_builder(absolute=True).compile(tmpdir=str(tmpdir), verbose=False)
     if args.inplace:
         target = ROOT / "mrc_transport" / pathlib.Path(so).name
+        # One extension in the tree: drop any other build of it (pip's editable install
+        # leaves an abi3 one), or the import system would pick between them by tag.
+        for stale in (ROOT / "mrc_transport").glob("_fastpath*.so"):
+            if stale.name != target.name:
+                stale.unlink()
         # Replace, never rewrite in place: a running process may have the old .so mapped.
         staging = target.with_suffix(".tmp")
         shutil.copyfile(so, staging)
