@@ -55,18 +55,24 @@ enum {
  * a value < 2**40 congruent to the sum mod 0xffff, non-zero iff any input was non-zero. */
 static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
 {
-    uint64_t s[4] = {sum, 0, 0, 0}, carry = 0, w[4];
+    /* Four independent accumulators, so the adds of one block do not wait on each other. */
+    uint64_t s0 = sum, s1 = 0, s2 = 0, s3 = 0, carry = 0, w0, w1, w2, w3;
     for (size_t b = 0; b < blocks; b++, p += 32) {
-        memcpy(w, p, 32);
-        for (int i = 0; i < 4; i++) {
-            s[i] += w[i];
-            carry += s[i] < w[i];
-        }
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + 8, 8);
+        memcpy(&w2, p + 16, 8);
+        memcpy(&w3, p + 24, 8);
+        s0 += w0;
+        carry += s0 < w0;
+        s1 += w1;
+        carry += s1 < w1;
+        s2 += w2;
+        carry += s2 < w2;
+        s3 += w3;
+        carry += s3 < w3;
     }
-    uint64_t total = carry;
-    for (int i = 0; i < 4; i++)
-        total += (s[i] & 0xffffffff) + (s[i] >> 32);
-    return total;
+    return carry + (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
+           (s2 & 0xffffffff) + (s2 >> 32) + (s3 & 0xffffffff) + (s3 >> 32);
 }
 
 /* Sum native-order words (RFC 1071 section 2(B): the folded result is independent of byte

@@ -151,6 +151,11 @@ def _fast_init(cls: type[Any]) -> Callable[..., Any]:
 
 _NEW_PACKET = _fast_init(Packet)
 _NEW_HEADER = {cls: _fast_init(cls) for cls in _BODIES}
+_NEW_NACK = _NEW_HEADER[NackHeader]
+# Opcode byte -> (body layout, header constructor); indexed only after C accepted it.
+_DECODERS = tuple(
+    (_BODIES[_OPCODE_CLASS[op]], _NEW_HEADER[_OPCODE_CLASS[op]]) for op in sorted(_OPCODES)
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -232,11 +237,6 @@ def _template(path: PathHeader) -> Any:
     return template
 
 
-def _c_bytes(data: Buffer) -> Any:
-    """data as a C ``const char *`` argument (bytes pass through without a copy)."""
-    return data if type(data) is bytes else ffi.from_buffer(data)
-
-
 def _fill_header(c_hdr: Any, header: Header) -> None:
     """Copy header's fields into a ``struct mrc_header`` (the C names are the same)."""
     common = header.common
@@ -261,7 +261,8 @@ def _encode_data(buf: Any, template: Any, h: Any, payload: Buffer) -> int:
     return int(
         lib.mrc_encode_data(
             buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
-            h.psn, h.msn, h.msg_offset, h.msg_len, h.ts, _c_bytes(payload), len(payload),
+            h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
+            payload if type(payload) is bytes else ffi.from_buffer(payload), len(payload),
         )
     )  # fmt: skip
 
@@ -306,7 +307,8 @@ def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
         raise ValueError(f"opcode {header.common.opcode!r} does not go with {kind.__name__}")
     if payload and kind is not DataHeader:
         raise ValueError(f"{kind.__name__} carries no payload")
-    template = _template(path)
+    hit = _templates.get(id(path))  # inline cache hit, as in decode_untrusted
+    template = hit[1] if hit is not None and hit[0] is path else _template(path)
     buf = _scratch.buf
     try:
         length = encoder(buf, template, header, payload)
@@ -371,10 +373,10 @@ _paths: dict[bytes, PathHeader] = {}
 _commons: dict[bytes, Common] = {}
 
 
-def _path(buf: bytes, l4: int) -> PathHeader:
-    """The PathHeader of a valid packet, interned by the bytes it is made of (the IPv6
-    payload length is part of the key: one entry per path and packet size)."""
-    key = buf[: l4 + 4]  # up to the UDP ports: not the UDP length and checksum
+def _new_path(buf: bytes, l4: int) -> PathHeader:
+    """The PathHeader of a valid packet, interned by the bytes it is made of: up to the UDP
+    ports (not the UDP length and checksum), so one entry per path and packet size."""
+    key = buf[: l4 + 4]
     path = _paths.get(key)
     if path is None:
         (first,) = _IPV6_FIRST.unpack_from(buf)
@@ -398,7 +400,8 @@ def _path(buf: bytes, l4: int) -> PathHeader:
     return path
 
 
-def _common(buf: bytes, off: int) -> Common:
+def _new_common(buf: bytes, off: int) -> Common:
+    """The Common of the MRC header at off, interned by its bytes after the version."""
     key = buf[off + 1 : off + 12]
     common = _commons.get(key)
     if common is None:
@@ -420,13 +423,14 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
         reason, message = _ERRORS[l4]
         raise BadPacket(reason, message)
     # C has checked every length and value; what is left is reading the fields out.
+    # The interned objects are looked up inline (objects are truthy): the hit is the
+    # common case and a function call costs as much as the lookup.
     off = l4 + 8
-    common = _common(buf, off)
-    kind = _OPCODE_CLASS[common.opcode]
-    body = _BODIES[kind]
+    common = _commons.get(buf[off + 1 : off + 12]) or _new_common(buf, off)
+    path = _paths.get(buf[: l4 + 4]) or _new_path(buf, l4)
+    body, new_header = _DECODERS[buf[off + 1]]
     values = body.unpack_from(buf, off + 12)
-    if kind is NackHeader:
+    if new_header is _NEW_NACK:
         values = (values[0], _NACK_REASONS[values[1]], *values[2:])
-    header = _NEW_HEADER[kind](common, *values)
-    packet: Packet = _NEW_PACKET(_path(buf, l4), header, buf[off + 12 + body.size :])
+    packet: Packet = _NEW_PACKET(path, new_header(common, *values), buf[off + 12 + body.size :])
     return packet
