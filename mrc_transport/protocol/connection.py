@@ -65,7 +65,6 @@ _S, _E, _C, _CS, _X = (ConnState.SETUP_SENT, ConnState.ESTABLISHED, ConnState.CL
 CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
     (_S, ConnInput.SETUP_ACK): _E,
     (_S, ConnInput.GIVE_UP): _X,
-    (_S, ConnInput.CLOSE): _X,
     (_E, ConnInput.CLOSE): _C,
     (_E, ConnInput.PEER_CLOSE): _X,
     (_E, ConnInput.GIVE_UP): _X,
@@ -110,6 +109,7 @@ class Connection:
         self._retry_count = 0
         self._retry_ts = 0
         self._persist_at = math.inf
+        self._close_after_setup = False
         self._probes: dict[int, int] = {}
         self._probe_id = 0
         if peer_setup is None:
@@ -136,7 +136,9 @@ class Connection:
         return self.sender.queue(data)
 
     def close(self, now: float) -> None:
-        """Close once every queued message is acknowledged."""
+        """Close once every queued message is acknowledged (after setup, if need be)."""
+        if self.state is ConnState.SETUP_SENT:
+            self._close_after_setup = True
         self._move(ConnInput.CLOSE, now, "closed")
 
     def receive(self, packet: frames.Packet, now: float) -> None:
@@ -264,6 +266,8 @@ class Connection:
                                  self._events.append, self.conn)
         self.state = ConnState.ESTABLISHED
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
+        if self._close_after_setup:
+            self._move(ConnInput.CLOSE, now)
 
     # -- handlers -------------------------------------------------------------------------
     def _on_setup(self, packet: frames.Packet, now: float) -> None:

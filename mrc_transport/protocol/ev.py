@@ -429,6 +429,7 @@ class EvSet:
 
 
 def _spread(total: int, planes: Sequence[int]) -> dict[int, int]:
-    """``total`` split as equally as possible over ``planes`` (at least one each)."""
+    """``total`` split as equally as possible over ``planes`` (at least one each if any)."""
     n = len(planes)
-    return {p: max(1, total // n + (1 if i < total % n else 0)) for i, p in enumerate(planes)}
+    least = 1 if total else 0
+    return {p: max(least, total // n + (1 if i < total % n else 0)) for i, p in enumerate(planes)}

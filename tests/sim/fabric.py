@@ -1,0 +1,198 @@
+"""A seeded simulated multi-plane fabric in virtual time, for protocol tests.
+
+Hosts are endpoints (the real protocol core); between every pair of hosts there are
+``paths_per_plane`` paths in each of ``planes`` planes. Each path is one bottleneck link per
+direction ("fwd" from a lower host index to a higher one, "rev" back), shared by every
+host pair, with a rate, a propagation delay, a drop-tail queue and ECN marking above a
+queue threshold (marking happens at enqueue, as at every hop but the last). Links can
+drop, duplicate, reorder (jitter), mark at random, and be killed silently or degraded at
+a given time. Everything random comes from one seeded ``random.Random``.
+
+No real time is read: the fabric's clock jumps from event to event.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
+
+from mrc_transport.protocol import Config, Endpoint, Transmit
+from mrc_transport.protocol import events as ev_mod
+from mrc_transport.wire import frames
+from srv6.path import SrPath
+
+OVERHEAD = 84  # IPv6 + UDP + MRC data header bytes on the wire
+
+
+@dataclass
+class Link:
+    """One direction of one path: a FIFO bottleneck."""
+
+    rate_bps: float = 1e9
+    delay: float = 20e-6
+    queue_bytes: int = 100_000
+    ecn_bytes: int = 10_000
+    drop: float = 0.0
+    dup: float = 0.0
+    jitter: float = 0.0
+    mark: float = 0.0
+    dead: bool = False
+    busy_until: float = 0.0
+    packets: int = 0
+    data_packets: int = 0
+    dropped: int = 0
+    marked: int = 0
+    dead_drops: int = 0
+
+    def send(self, now: float, size: int, rng: random.Random) -> list[tuple[float, bool]]:
+        """Arrival times (and CE) of the copies of one packet; [] if it is lost."""
+        self.packets += 1
+        if self.dead:
+            self.dead_drops += 1
+            return []
+        queued = max(0.0, self.busy_until - now) * self.rate_bps / 8
+        if queued + size > self.queue_bytes or (self.drop and rng.random() < self.drop):
+            self.dropped += 1
+            return []
+        ce = queued > self.ecn_bytes or bool(self.mark and rng.random() < self.mark)
+        self.marked += ce
+        start = max(now, self.busy_until)
+        self.busy_until = start + size * 8 / self.rate_bps
+        copies = 2 if self.dup and rng.random() < self.dup else 1
+        return [(self.busy_until + self.delay + rng.random() * self.jitter, ce)
+                for _ in range(copies)]
+
+
+@dataclass
+class Host:
+    """One endpoint and what its application saw."""
+
+    name: str
+    index: int
+    endpoint: Endpoint
+    read: bool = True
+    events: list[ev_mod.Event] = field(default_factory=list)
+    messages: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    received_bytes: int = 0
+
+
+class Fabric:
+    """Planes x paths between hosts, driven in virtual time."""
+
+    def __init__(
+        self, seed: int, planes: int = 2, paths_per_plane: int = 4,
+        link: Callable[[], Link] = Link,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.planes, self.paths_per_plane = planes, paths_per_plane
+        self.now = 0.0
+        self.hosts: list[Host] = []
+        self.links = {(p, k, d): link() for p in range(planes)
+                      for k in range(paths_per_plane) for d in ("fwd", "rev")}
+        self._path_link: dict[SrPath, Link] = {}
+        self._addr_host: dict[bytes, Host] = {}
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.tamper: Callable[[Host, frames.Packet], list[frames.Packet]] | None = None
+        self.sent_log: list[tuple[float, Transmit]] | None = None
+
+    # -- topology -----------------------------------------------------------------------
+    def add_host(self, name: str, cfg: Config) -> Host:
+        """A host with an endpoint that accepts connections from any other host."""
+        index = len(self.hosts)
+        endpoint = Endpoint(cfg, random.Random(self.rng.getrandbits(64)), self._paths_back)
+        host = Host(name, index, endpoint)
+        self.hosts.append(host)
+        for p in range(self.planes):
+            self._addr_host[self.addr(index, p).packed] = host
+        return host
+
+    @staticmethod
+    def addr(index: int, plane: int) -> IPv6Address:
+        """Address of host ``index`` on plane ``plane``."""
+        return IPv6Address(f"fd00:{plane}::{index + 1}")
+
+    def paths(self, src: Host, dst: Host) -> list[SrPath]:
+        """Every path from ``src`` to ``dst``."""
+        out = []
+        direction = "fwd" if src.index < dst.index else "rev"
+        for p in range(self.planes):
+            for k in range(self.paths_per_plane):
+                s, d = self.addr(src.index, p), self.addr(dst.index, p)
+                path = SrPath(p, (f"t0-{src.name}", f"t1-p{p}-{k}", f"t0-{dst.name}"), s, d, d,
+                              (d,), f"p{p}")
+                self._path_link[path] = self.links[(p, k, direction)]
+                out.append(path)
+        return out
+
+    def link_of(self, path: SrPath) -> Link:
+        """The link a path crosses."""
+        return self._path_link[path]
+
+    def _paths_back(self, ph: frames.PathHeader) -> list[SrPath]:
+        src = self._addr_host.get(ph.src)
+        dst = self._addr_host.get(ph.dst)
+        if src is None or dst is None:
+            return []
+        return self.paths(dst, src)
+
+    # -- events -------------------------------------------------------------------------
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at virtual time ``t``."""
+        heapq.heappush(self._heap, (t, next(self._seq), fn))
+
+    def _send(self, host: Host, tx: Transmit) -> None:
+        if self.sent_log is not None:
+            self.sent_log.append((self.now, tx))
+        dst = self._addr_host[tx.path.dst.packed]
+        size = len(tx.payload) + OVERHEAD
+        for t, ce in self._path_link[tx.path].send(self.now, size, self.rng):
+            ph = frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev,
+                                   dscp=tx.dscp, ecn=frames.Ecn.CE if ce else frames.Ecn.ECT0)
+            packet = frames.Packet(ph, tx.header, bytes(tx.payload))
+            self.at(t, functools.partial(self._deliver, dst, packet))
+
+    def _deliver(self, host: Host, packet: frames.Packet) -> None:
+        packets = [packet] if self.tamper is None else self.tamper(host, packet)
+        for p in packets:
+            host.endpoint.receive(p, self.now)
+
+    def _drain(self, host: Host) -> None:
+        while host.read and (event := host.endpoint.next_event()) is not None:
+            host.events.append(event)
+            if isinstance(event, ev_mod.MessageReceived):
+                host.messages[(event.conn, event.msn)] = bytes(event.data)
+                host.received_bytes += len(event.data)
+
+    def run(self, until: float, stop: Callable[[], bool] | None = None) -> bool:
+        """Advance to ``until`` or until ``stop()``; True if stopped by ``stop``."""
+        spins = 0
+        while True:
+            for host in self.hosts:
+                for tx in host.endpoint.datagrams_to_send(self.now):
+                    self._send(host, tx)
+                self._drain(host)
+            if stop is not None and stop():
+                return True
+            timers = [t for h in self.hosts if (t := h.endpoint.get_timer()) is not None]
+            t = min([self._heap[0][0]] if self._heap else [], default=math.inf)
+            t = max(min(t, min(timers, default=math.inf)), self.now)
+            if t > until:
+                self.now = until
+                return False
+            spins = spins + 1 if t == self.now else 0
+            if spins > 100_000:
+                raise RuntimeError(f"no progress at t={t}")
+            self.now = t
+            while self._heap and self._heap[0][0] <= t:
+                heapq.heappop(self._heap)[2]()
+            for host in self.hosts:
+                timer = host.endpoint.get_timer()
+                if timer is not None and timer <= t:
+                    host.endpoint.handle_timer(t)

@@ -1,0 +1,158 @@
+"""Bad input is counted and dropped: never an exception, never state corruption."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from mrc_transport.protocol import Connection
+from mrc_transport.wire import frames
+from mrc_transport.wire.frames import Common, Flags, Opcode
+from tests.sim.fabric import Fabric, Host
+
+from .test_protocol_connection import pair, payload
+
+
+def established() -> tuple[Fabric, Host, Host, Connection, Connection]:
+    fabric, a, b = pair()
+    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    client.send_message(payload(5000), 0.0)
+    fabric.run(0.05, lambda: len(b.messages) == 1)
+    [server] = b.endpoint.connections.values()
+    return fabric, a, b, client, server
+
+
+def data(conn: Connection, **kw: int) -> frames.Packet:
+    """A well-formed data packet from ``conn``'s peer, with fields overridden."""
+    assert conn.receiver is not None
+    fields = dict(psn=conn.receiver.cum & 0xFFFF_FFFF, msn=conn.receiver.next_msn, msg_offset=0,
+                  msg_len=10, ts=0)
+    fields.update(kw)
+    common = Common(Opcode.WRITE_ONLY, Flags.NONE, conn.conn, conn.peer_conn)
+    header = frames.DataHeader(common, **fields)
+    n = fields["msg_len"] - fields["msg_offset"]
+    return frames.Packet(frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=1), header, b"x" * max(n, 0))
+
+
+def sack(conn: Connection, **kw: int) -> frames.Packet:
+    s = conn.sender
+    fields = dict(cum_psn=s.snd_una & 0xFFFF_FFFF, sack_base=s.snd_una & 0xFFFF_FFFF, bitmap=0,
+                  ev=0, ts=0, ooo_count=0, rwnd_penalty=0, rwnd=1 << 20)
+    fields.update(kw)
+    common = Common(Opcode.SACK, Flags.NONE, conn.conn, conn.peer_conn)
+    path = frames.PathHeader(b"\0" * 16, b"\0" * 16)
+    return frames.Packet(path, frames.SackHeader(common, **fields), b"")
+
+
+def still_works(fabric: Fabric, b: Host, client: Connection) -> None:
+    before = len(b.messages)
+    msg = payload(40_000, 99)
+    client.send_message(msg, fabric.now)
+    fabric.run(fabric.now + 0.1, lambda: len(b.messages) == before + 1)
+    assert list(b.messages.values())[-1] == msg
+
+
+def test_unknown_connection() -> None:
+    fabric, _a, b, client, server = established()
+    p = data(server)
+    bogus = dataclasses.replace(p, header=dataclasses.replace(
+        p.header, common=dataclasses.replace(p.header.common, dst_conn=server.conn ^ 1)))
+    b.endpoint.receive(bogus, fabric.now)
+    assert b.endpoint.counters.unknown_connection == 1
+    still_works(fabric, b, client)
+
+
+CASES: list[tuple[str, Callable[[Connection, Connection], frames.Packet], str]] = [
+    ("psn beyond the window", lambda c, s: data(s, psn=(s.receiver.cum + 5000) & 0xFFFF_FFFF),  # type: ignore[union-attr]
+     "psn_out_of_window"),
+    ("duplicate psn", lambda c, s: data(s, psn=(s.receiver.cum - 1) & 0xFFFF_FFFF),  # type: ignore[union-attr]
+     "dup_packets"),
+    ("payload past msg_len", lambda c, s: dataclasses.replace(data(s), payload=b"y" * 30),
+     "inconsistent_header"),
+    ("msn already delivered", lambda c, s: data(s, msn=0), "msn_out_of_window"),
+    ("msn far ahead", lambda c, s: data(s, msn=1 << 20), "msn_out_of_window"),
+    ("sack beyond sent", lambda c, s: sack(s, cum_psn=(s.sender.snd_nxt + 10) & 0xFFFF_FFFF),
+     "sack_beyond_sent"),
+    ("sack bitmap beyond sent", lambda c, s: sack(s, bitmap=1 << 40), "sack_beyond_sent"),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "counter"), CASES, ids=[c[0] for c in CASES])
+def test_bad_packet_is_counted_and_dropped(
+    name: str, make: Callable[[Connection, Connection], frames.Packet], counter: str
+) -> None:
+    fabric, _a, b, client, server = established()
+    assert server.receiver is not None
+    cum, msn = server.receiver.cum, server.receiver.next_msn
+    una, nxt = server.sender.snd_una, server.sender.snd_nxt
+    before = getattr(server.counters, counter)
+    b.endpoint.receive(make(client, server), fabric.now)
+    assert getattr(server.counters, counter) == before + 1
+    assert (server.receiver.cum, server.receiver.next_msn) == (cum, msn)
+    assert (server.sender.snd_una, server.sender.snd_nxt) == (una, nxt)
+    assert len(b.messages) == 1
+    still_works(fabric, b, client)
+
+
+def test_inconsistent_message_length() -> None:
+    fabric, _a, b, _client, server = established()
+    assert server.receiver is not None
+    psn = server.receiver.cum
+    first = data(server, psn=(psn + 1) & 0xFFFF_FFFF, msn=server.receiver.next_msn + 5,
+                 msg_len=100, msg_offset=90)
+    second = data(server, psn=(psn + 2) & 0xFFFF_FFFF, msn=server.receiver.next_msn + 5,
+                  msg_len=200, msg_offset=190)
+    b.endpoint.receive(first, fabric.now)
+    b.endpoint.receive(second, fabric.now)
+    assert server.counters.inconsistent_header == 1
+
+
+def test_wrong_header_for_opcode_and_unknown_probe_reply() -> None:
+    fabric, _a, b, client, server = established()
+    p = sack(server)
+    wrong = dataclasses.replace(p, header=dataclasses.replace(
+        p.header, common=dataclasses.replace(p.header.common, opcode=Opcode.WRITE_ONLY)))
+    b.endpoint.receive(wrong, fabric.now)
+    assert server.counters.wrong_state == 1
+    common = Common(Opcode.PROBE_REPLY, Flags.NONE, server.conn, server.peer_conn)
+    reply = frames.Packet(p.path, frames.ProbeHeader(common, 12345, 7, 0), b"")
+    b.endpoint.receive(reply, fabric.now)
+    assert server.counters.probe_unknown == 1
+    still_works(fabric, b, client)
+
+
+def test_close_before_all_data_is_refused() -> None:
+    fabric, _a, b, client, server = established()
+    assert server.receiver is not None
+    common = Common(Opcode.CLOSE, Flags.NONE, server.conn, server.peer_conn)
+    final = (server.receiver.cum + 3) & 0xFFFF_FFFF
+    b.endpoint.receive(frames.Packet(sack(server).path, frames.CloseHeader(common, final), b""),
+                       fabric.now)
+    assert server.counters.close_early == 1
+    still_works(fabric, b, client)
+
+
+def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
+    fabric, a, _b, client, _server = established()
+    path = sack(client).path
+    common = Common(Opcode.NACK, Flags.NONE, client.conn, client.peer_conn)
+    bad = frames.NackHeader(common, (client.sender.snd_nxt + 7) & 0xFFFF_FFFF,
+                            frames.NackReason.TRIMMED, 0, 0)
+    a.endpoint.receive(frames.Packet(path, bad, b""), fabric.now)
+    assert client.counters.nack_invalid == 1
+    # a real trim: the packet's EV is skipped and the packet is resent at once
+    client.send_message(payload(3000), fabric.now)
+    sent = client.datagrams_to_send(fabric.now)
+    first = next(t for t in sent if isinstance(t.header, frames.DataHeader))
+    assert isinstance(first.header, frames.DataHeader)
+    nack = frames.NackHeader(common, first.header.psn, frames.NackReason.TRIMMED, first.ev, 0)
+    a.endpoint.receive(frames.Packet(path, nack, b""), fabric.now)
+    assert client.counters.nacks_received == 1
+    assert client.evs.by_value[first.ev].state.value == "skip"
+    again = client.datagrams_to_send(fabric.now)
+    rtx = [t for t in again if isinstance(t.header, frames.DataHeader)]
+    assert rtx
+    assert rtx[0].header.common.flags & Flags.RTX
+    assert rtx[0].ev != first.ev

@@ -1,0 +1,192 @@
+"""Two protocol cores pumped in memory, in explicit virtual time."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from mrc_transport.protocol import Config, ConnState, events
+from mrc_transport.wire import frames
+from mrc_transport.wire.frames import Opcode
+from tests.sim.fabric import Fabric, Host, Link
+
+CFG = Config(nic_rate_bps=8e9, ev_count=32, ev_backup=8)
+
+
+def pair(seed: int = 1, cfg: Config = CFG, **link: Any) -> tuple[Fabric, Host, Host]:
+    fabric = Fabric(seed, planes=2, paths_per_plane=2, link=lambda: Link(rate_bps=2e9, **link))
+    return fabric, fabric.add_host("a", cfg), fabric.add_host("b", cfg)
+
+
+def kinds(host: Host) -> list[type[events.Event]]:
+    return [type(e) for e in host.events]
+
+
+def payload(n: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def test_setup_both_sides_established() -> None:
+    fabric, a, b = pair()
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    assert conn.state is ConnState.SETUP_SENT
+    fabric.run(1e-3)
+    [server] = b.endpoint.connections.values()
+    assert conn.state is server.state is ConnState.ESTABLISHED
+    assert conn.peer_conn == server.conn
+    assert server.peer_conn == conn.conn
+    assert conn.conn != 0
+    assert server.conn != 0
+    assert events.ConnectionEstablished in kinds(a)
+    assert events.ConnectionEstablished in kinds(b)
+    assert conn.sender.srtt is not None  # first RTT sample from SETUP / SETUP_ACK
+
+
+@pytest.mark.parametrize("lost", [Opcode.SETUP, Opcode.SETUP_ACK])
+def test_setup_retransmitted_with_backoff(lost: Opcode) -> None:
+    fabric, a, b = pair()
+    dropped: list[float] = []
+
+    def tamper(host: Host, p: frames.Packet) -> list[frames.Packet]:
+        if p.header.common.opcode is lost and len(dropped) < 2:
+            dropped.append(fabric.now)
+            return []
+        return [p]
+
+    fabric.tamper = tamper
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(0.1, lambda: conn.state is ConnState.ESTABLISHED)
+    assert conn.state is ConnState.ESTABLISHED
+    assert len(b.endpoint.connections) == 1  # a retransmitted SETUP reuses the connection
+    assert dropped[1] - dropped[0] >= 0.99 * CFG.setup_timeout
+    assert fabric.now >= CFG.setup_timeout * 3  # backoff: 10 ms, then 20 ms
+
+
+def test_setup_gives_up() -> None:
+    fabric, a, b = pair()
+    fabric.tamper = lambda host, p: []
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(10.0)
+    assert conn.state is ConnState.CLOSED
+    closed = [e for e in a.events if isinstance(e, events.ConnectionClosed)]
+    assert [e.reason for e in closed] == ["setup failed"]
+    assert a.endpoint.get_timer() is None
+
+
+SIZES = [0, 1, CFG.mss - 1, CFG.mss, CFG.mss + 1, 100_000, 3_000_000]
+
+
+def transfer(fabric: Fabric, a: Host, b: Host, sizes: list[int], until: float = 2.0) -> None:
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    msgs = [payload(n, i) for i, n in enumerate(sizes)]
+    msns = [conn.send_message(m, 0.0) for m in msgs]
+    assert msns == list(range(len(sizes)))
+    fabric.run(until, lambda: len(b.messages) == len(sizes))
+    got = [e for e in b.events if isinstance(e, events.MessageReceived)]
+    assert [e.msn for e in got] == msns  # delivered in MSN order
+    assert [bytes(e.data) for e in got] == msgs  # intact
+    fabric.run(fabric.now + 0.01)
+    acked = {e.msn for e in a.events if isinstance(e, events.MessageAcked)}
+    assert acked == set(msns)
+
+
+def test_messages_of_several_sizes() -> None:
+    fabric, a, b = pair()
+    transfer(fabric, a, b, SIZES)
+    [conn] = a.endpoint.connections.values()
+    assert conn.counters.retransmits == 0
+    assert conn.sender.inflight == {}
+    assert conn.sender.fc_bytes == 0
+
+
+def test_payload_is_a_slice_of_the_application_buffer() -> None:
+    fabric, a, b = pair()
+    fabric.sent_log = []
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    big = bytearray(payload(50_000))
+    conn.send_message(big, fabric.now)
+    fabric.run(0.1, lambda: len(b.messages) == 1)
+    data = [tx for _, tx in fabric.sent_log if isinstance(tx.header, frames.DataHeader)]
+    assert data
+    assert all(isinstance(tx.payload, memoryview) and tx.payload.obj is big for tx in data)
+
+
+def test_out_of_order_arrival() -> None:
+    fabric, a, b = pair(seed=3, jitter=200e-6)
+    transfer(fabric, a, b, [200_000, 5, 70_000])
+    [server] = b.endpoint.connections.values()
+    assert server.receiver is not None
+    assert server.counters.sacks_sent > 0
+
+
+def test_loss_and_selective_retransmission_on_another_ev() -> None:
+    fabric, a, b = pair(seed=4)
+    fabric.sent_log = []
+    rng = random.Random(9)
+
+    def tamper(host: Host, p: frames.Packet) -> list[frames.Packet]:
+        h = p.header
+        if isinstance(h, frames.DataHeader) and not h.common.flags & frames.Flags.RTX:
+            return [] if rng.random() < 0.05 else [p]
+        return [p]
+
+    fabric.tamper = tamper
+    transfer(fabric, a, b, [400_000, 1000])
+    [conn] = a.endpoint.connections.values()
+    assert conn.counters.retransmits > 0
+    first_ev: dict[int, int] = {}
+    rtx_pairs = []
+    for _, tx in fabric.sent_log:
+        h = tx.header
+        if isinstance(h, frames.DataHeader):
+            if h.common.flags & frames.Flags.RTX:
+                rtx_pairs.append((first_ev[h.psn], tx.ev))
+            else:
+                first_ev[h.psn] = tx.ev
+    assert rtx_pairs
+    assert all(old != new for old, new in rtx_pairs)
+    assert any(isinstance(e, events.Retransmit) for e in a.events)
+
+
+def test_clean_close_after_all_data() -> None:
+    fabric, a, b = pair()
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    msg = payload(300_000)
+    conn.send_message(msg, 0.0)
+    conn.close(0.0)  # closes only once the message is acknowledged
+    fabric.run(1.0, lambda: conn.state is ConnState.CLOSED)
+    assert conn.state is ConnState.CLOSED
+    assert list(b.messages.values()) == [msg]
+    [server] = b.endpoint.connections.values()
+    assert server.state is ConnState.CLOSED
+    reasons = [e.reason for h in (a, b) for e in h.events if isinstance(e, events.ConnectionClosed)]
+    assert reasons == ["closed", "peer closed"]
+    with pytest.raises(RuntimeError):
+        conn.send_message(b"late", fabric.now)
+
+
+def test_slow_receiver_is_never_overrun() -> None:
+    cfg = dataclasses.replace(CFG, rcvbuf=200_000)
+    fabric, a, b = pair(cfg=cfg)
+    b.read = False
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    msgs = [payload(50_000, i) for i in range(20)]
+    for m in msgs:
+        conn.send_message(m, 0.0)
+    fabric.run(0.05)
+    [server] = b.endpoint.connections.values()
+    assert server.receiver is not None
+    held = server.receiver.held
+    assert 0 < held <= cfg.rcvbuf + 50_000  # at most the window plus a message in flight
+    assert server.counters.messages_received < 20
+    sent_before = conn.counters.bytes_sent
+    fabric.run(0.1)
+    assert conn.counters.bytes_sent - sent_before < 3 * cfg.mss  # only window probes
+    b.read = True
+    fabric.run(1.0, lambda: len(b.messages) == 20)
+    assert [b.messages[(server.conn, i)] for i in range(20)] == msgs
+    assert conn.counters.probes_sent > 0
