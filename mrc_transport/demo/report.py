@@ -1,0 +1,230 @@
+"""The failover demo's JSON report and summary table; the collisions demo's document.
+
+The JSON is for scripts (issue 6): a top-level ``verified`` that is true only when every
+byte of every MRC flow matched, and a ``faults`` list whose entries carry at least kind,
+target, t_start, t_end, mrc_stall_ms, mrc_recovery_ms, tcp_stall_ms. Times in the report
+are seconds since the transfers started (``t_origin_mono``); the raw CLOCK_MONOTONIC
+values are kept alongside so a report joins with any other log on the machine.
+
+When several flows of one kind run, a fault's figure is the worst flow's (longest stall,
+slowest recovery, None when any flow did not recover).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mrc_transport.demo.fairness import fairness
+from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals
+
+FlowKind = Literal["mrc", "tcp"]
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FlowReport:
+    """One flow's totals and counters."""
+
+    flow: str
+    """Flow id, as in the delivery records."""
+    kind: FlowKind
+    """mrc or tcp."""
+    bytes: int
+    """Bytes delivered during the observation."""
+    goodput_bps: float
+    """bytes * 8 / observation length."""
+    verified: bool | None
+    """Every byte matched (None: not checked)."""
+    retransmits: int | None = None
+    """Packets (MRC) or segments (TCP) sent again, when the sender reports it."""
+    evs_retired: int | None = None
+    """MRC: EVs that went ASSUMED_BAD and were replaced."""
+    evs_readmitted: int | None = None
+    """MRC: retired EVs that probes brought back."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRow:
+    """One fault's line in the summary table and the JSON faults list."""
+
+    kind: str
+    """cut, degrade, fail, flap."""
+    target: str
+    """Link, switch or host:port."""
+    action: str
+    """gray, hard, loss 5%, ..."""
+    t_start: float
+    """Seconds since the transfers started."""
+    t_end: float
+    """Seconds since the transfers started (the restore)."""
+    mrc_stall_ms: float | None
+    """Longest MRC delivery stall overlapping the fault (worst MRC flow)."""
+    mrc_recovery_ms: float | None
+    """Until MRC goodput held 90% of the surviving capacity; None: not within the window."""
+    tcp_stall_ms: float | None
+    """Longest TCP delivery stall overlapping the fault."""
+    tcp_recovery_ms: float | None
+    """Same recovery measure for TCP."""
+    mrc_stall_open: bool = False
+    """An MRC flow never delivered again after its stall (the figure is a lower bound)."""
+    tcp_stall_open: bool = False
+    """A TCP flow never delivered again after its stall (the figure is a lower bound)."""
+    t_start_mono: float = 0.0
+    """time.monotonic() of the fault, as in the lab's event log."""
+    t_end_mono: float = 0.0
+    """time.monotonic() of the restore."""
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 3)
+
+
+def _worst_stall(ffs: Sequence[FlowFault]) -> tuple[float | None, bool]:
+    stalls = [ff.stall for ff in ffs if ff.stall is not None]
+    if not stalls:
+        return None, False
+    return max(s.duration for s in stalls), any(s.open_ended for s in stalls)
+
+
+def _worst_recovery(ffs: Sequence[FlowFault]) -> float | None:
+    if not ffs or any(ff.recovery_s is None for ff in ffs):
+        return None
+    return max(ff.recovery_s for ff in ffs if ff.recovery_s is not None)
+
+
+def fault_rows(
+    results: Sequence[FaultResult], kinds: Mapping[str, FlowKind], t_origin: float
+) -> list[FaultRow]:
+    """One row per fault; ``kinds`` says which flow ids are MRC and which TCP."""
+    rows = []
+    for res in results:
+        per_kind: dict[str, list[FlowFault]] = {"mrc": [], "tcp": []}
+        for flow, ff in res.flows.items():
+            if flow in kinds:
+                per_kind[kinds[flow]].append(ff)
+        mrc_stall, mrc_open = _worst_stall(per_kind["mrc"])
+        tcp_stall, tcp_open = _worst_stall(per_kind["tcp"])
+        f = res.fault
+        rows.append(FaultRow(
+            kind=f.kind, target=f.target, action=f.action,
+            t_start=round(f.t_start - t_origin, 6), t_end=round(f.t_end - t_origin, 6),
+            mrc_stall_ms=_ms(mrc_stall), mrc_recovery_ms=_ms(_worst_recovery(per_kind["mrc"])),
+            tcp_stall_ms=_ms(tcp_stall), tcp_recovery_ms=_ms(_worst_recovery(per_kind["tcp"])),
+            mrc_stall_open=mrc_open, tcp_stall_open=tcp_open,
+            t_start_mono=f.t_start, t_end_mono=f.t_end,
+        ))
+    return rows
+
+
+def flow_reports(
+    totals: Mapping[str, FlowTotals],
+    kinds: Mapping[str, FlowKind],
+    verified: Mapping[str, bool],
+    counters: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[FlowReport]:
+    """Per-flow entries; ``counters[flow]`` may hold retransmits, evs_retired, evs_readmitted.
+    A flow in ``kinds`` that delivered nothing still gets an entry (0 bytes)."""
+    out = []
+    for flow in sorted(kinds):
+        tot = totals.get(flow)
+        c = (counters or {}).get(flow, {})
+        out.append(FlowReport(
+            flow=flow, kind=kinds[flow], bytes=tot.nbytes if tot else 0,
+            goodput_bps=tot.goodput_bps if tot else 0.0, verified=verified.get(flow),
+            retransmits=c.get("retransmits"), evs_retired=c.get("evs_retired"),
+            evs_readmitted=c.get("evs_readmitted"),
+        ))
+    return out
+
+
+def all_mrc_verified(flows: Sequence[FlowReport]) -> bool:
+    """True only when there is at least one MRC flow and every one was verified."""
+    mrc = [f for f in flows if f.kind == "mrc"]
+    return bool(mrc) and all(f.verified is True for f in mrc)
+
+
+def failover_report(
+    flows: Sequence[FlowReport],
+    faults: Sequence[FaultRow],
+    *,
+    t_origin: float,
+    duration_s: float,
+    bin_s: float,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "version": REPORT_VERSION,
+        "demo": "failover",
+        "verified": all_mrc_verified(flows),
+        "t_origin_mono": t_origin,
+        "duration_s": duration_s,
+        "bin_s": bin_s,
+        "flows": [asdict(f) for f in flows],
+        "faults": [asdict(r) for r in faults],
+        "meta": dict(meta or {}),
+    }
+
+
+def collisions_report(
+    ecmp_bps: Mapping[str, float], mrc_bps: Mapping[str, float], line_rate_bps: float,
+    *, verified: bool, meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Per-pair throughput of both runs with their fairness (min/max, Jain's index)."""
+    return {
+        "version": REPORT_VERSION,
+        "demo": "collisions",
+        "verified": verified,
+        "line_rate_bps": line_rate_bps,
+        "ecmp": {"flows": dict(ecmp_bps), **fairness(list(ecmp_bps.values())).to_dict()},
+        "mrc": {"flows": dict(mrc_bps), **fairness(list(mrc_bps.values())).to_dict()},
+        "meta": dict(meta or {}),
+    }
+
+
+def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+
+
+# -- the summary table ------------------------------------------------------------------------
+
+
+def _cell(ms: float | None, open_ended: bool = False) -> str:
+    if ms is None:
+        return "-"
+    text = f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+    return f">= {text}" if open_ended else text
+
+
+def summary_table(rows: Sequence[FaultRow]) -> Any:
+    """A rich Table: per fault, MRC stall, MRC recovery, TCP stall (issue 6)."""
+    from rich.table import Table
+
+    table = Table(title="Faults: MRC versus single-path TCP over ECMP", title_justify="left")
+    for name, justify in (("at", "right"), ("fault", "left"), ("target", "left"),
+                          ("MRC stall", "right"), ("MRC recovery", "right"),
+                          ("TCP stall", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(
+            f"{r.t_start:.1f}s", f"{r.kind} {r.action}".strip(), r.target,
+            _cell(r.mrc_stall_ms, r.mrc_stall_open), _cell(r.mrc_recovery_ms),
+            _cell(r.tcp_stall_ms, r.tcp_stall_open),
+        )
+    return table
+
+
+def print_summary(rows: Sequence[FaultRow], verified: bool, console: Any = None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    console.print(summary_table(rows))
+    console.print("[bold green]verified[/]: every MRC byte matched" if verified
+                  else "[bold red]NOT verified[/]: some MRC bytes did not match or never came")

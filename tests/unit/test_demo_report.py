@@ -1,0 +1,166 @@
+"""demo.report and demo.plot on a synthetic failover run with known stalls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mrc_transport.demo.plot import collisions_png, timeline_png
+from mrc_transport.demo.report import (
+    FlowReport,
+    all_mrc_verified,
+    collisions_report,
+    failover_report,
+    fault_rows,
+    flow_reports,
+    print_summary,
+    write_json,
+)
+from mrc_transport.demo.timeline import (
+    Delivery,
+    FaultWindow,
+    analyse,
+    flow_totals,
+    goodput_per_flow,
+    pair_events,
+)
+
+T0 = 1000.0  # transfers start at this monotonic time
+MS = 0.001
+
+
+def _flow(name: str, rate_bps: float, end: float, gaps: list[tuple[float, float]],
+          dips: list[tuple[float, float, float]] = ()) -> list[Delivery]:  # type: ignore[assignment]
+    """A delivery every ms (times relative to T0), nothing inside gaps, rate scaled in dips."""
+    out = []
+    for k in range(int(end / MS)):
+        t = (k + 0.5) * MS
+        if any(a <= t < b for a, b in gaps):
+            continue
+        scale = next((s for a, b, s in dips if a <= t < b), 1.0)
+        out.append(Delivery(T0 + t, int(rate_bps * scale * MS / 8), name))
+    return out
+
+
+EVENTS = [
+    {"t_mono": T0 + 2.0, "kind": "cut", "target": "t0-p1-0:t1-p1-1", "action": "gray"},
+    {"t_mono": T0 + 4.0, "kind": "restore", "target": "t0-p1-0:t1-p1-1", "action": "up"},
+    {"t_mono": T0 + 6.0, "kind": "fail", "target": "t1-p1-1", "action": "stop forwarding"},
+    {"t_mono": T0 + 8.0, "kind": "restore", "target": "t1-p1-1", "action": "forwarding"},
+]
+# MRC: 8 ms and 12 ms stalls, then 3/4 of its paths for the fault; TCP: the whole gray cut
+# plus an RTO, and the whole switch failure.
+MRC = _flow("mrc", 400e6, 10.0, [(2.0, 2.008), (6.0, 6.012)], [(2.008, 4.0, 0.75),
+                                                             (6.012, 8.0, 0.75)])
+TCP = _flow("tcp", 100e6, 10.0, [(2.0, 4.4), (6.0, 8.6)])
+KINDS = {"mrc": "mrc", "tcp": "tcp"}
+
+
+def _analysis() -> tuple[list[FaultWindow], list[object]]:
+    faults = pair_events(EVENTS, t_stop=T0 + 10.0)
+    results = analyse(MRC + TCP, faults, t_begin=T0, t_stop=T0 + 10.0,
+                      surviving=lambda f, flow: 0.75 if flow == "mrc" else 1.0)
+    return faults, results  # type: ignore[return-value]
+
+
+def test_fault_rows_carry_the_issue_fields() -> None:
+    _, results = _analysis()
+    rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
+    assert [(r.kind, r.target, r.t_start, r.t_end) for r in rows] == [
+        ("cut", "t0-p1-0:t1-p1-1", 2.0, 4.0), ("fail", "t1-p1-1", 6.0, 8.0)]
+    cut, fail = rows
+    assert cut.mrc_stall_ms == pytest.approx(9.0)  # 1.9995 -> 2.0085
+    assert fail.mrc_stall_ms == pytest.approx(13.0)
+    assert cut.tcp_stall_ms == pytest.approx(2401.0)
+    assert fail.tcp_stall_ms == pytest.approx(2601.0)
+    assert cut.mrc_recovery_ms is not None
+    assert cut.mrc_recovery_ms <= 20.0  # bins of 10 ms: back in the bin after the stall
+    assert cut.tcp_recovery_ms == pytest.approx(2400.0, abs=10.0)
+    assert not cut.mrc_stall_open
+    assert cut.t_start_mono == T0 + 2.0
+
+
+def test_failover_report_json(tmp_path: Path) -> None:
+    _, results = _analysis()
+    rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
+    totals = flow_totals(MRC + TCP, T0, T0 + 10.0)
+    flows = flow_reports(totals, KINDS, {"mrc": True, "tcp": True},  # type: ignore[arg-type]
+                         {"mrc": {"retransmits": 12, "evs_retired": 3, "evs_readmitted": 3}})
+    doc = failover_report(flows, rows, t_origin=T0, duration_s=10.0, bin_s=0.01,
+                          meta={"preset": "tiny"})
+    path = tmp_path / "out" / "report.json"
+    write_json(path, doc)
+    back = json.loads(path.read_text())
+    assert back["verified"] is True
+    for f in back["faults"]:
+        assert {"kind", "target", "t_start", "t_end", "mrc_stall_ms", "mrc_recovery_ms",
+                "tcp_stall_ms"} <= set(f)
+    mrc = next(f for f in back["flows"] if f["flow"] == "mrc")
+    assert mrc["evs_retired"] == 3
+    assert mrc["retransmits"] == 12
+    assert mrc["bytes"] == totals["mrc"].nbytes
+    assert back["meta"] == {"preset": "tiny"}
+
+
+def test_verified_needs_every_mrc_flow() -> None:
+    def fr(kind: str, ok: bool | None) -> FlowReport:
+        return FlowReport("f", kind, 1, 1.0, ok)  # type: ignore[arg-type]
+
+    assert all_mrc_verified([fr("mrc", True), fr("tcp", False)])
+    assert not all_mrc_verified([fr("mrc", True), fr("mrc", False)])
+    assert not all_mrc_verified([fr("mrc", None)])
+    assert not all_mrc_verified([fr("tcp", True)])  # no MRC flow: nothing was verified
+
+
+def test_a_flow_that_delivered_nothing_is_reported() -> None:
+    flows = flow_reports({}, {"mrc": "mrc"}, {"mrc": False})
+    assert flows[0].bytes == 0
+    assert flows[0].verified is False
+
+
+def test_summary_table_renders_without_a_tty() -> None:
+    _, results = _analysis()
+    rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
+    console = Console(record=True, width=110, force_terminal=False)
+    print_summary(rows, verified=True, console=console)
+    text = console.export_text()
+    assert "MRC stall" in text
+    assert "TCP stall" in text
+    assert "9.0 ms" in text
+    assert "2401 ms" in text
+    assert "t1-p1-1" in text
+    assert "verified" in text
+
+
+def test_collisions_report() -> None:
+    doc = collisions_report({"h0->h2": 100e6, "h1->h3": 50e6}, {"h0->h2": 95e6, "h1->h3": 94e6},
+                            100e6, verified=True)
+    assert doc["ecmp"]["min_over_max"] == 0.5
+    assert doc["ecmp"]["jain"] == pytest.approx(0.9)
+    assert doc["mrc"]["jain"] > 0.99
+    assert doc["mrc"]["flows"]["h1->h3"] == 94e6
+
+
+def _is_png(path: Path) -> bool:
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_timeline_png(tmp_path: Path) -> None:
+    faults, _ = _analysis()
+    series = goodput_per_flow(MRC + TCP, T0, T0 + 10.0, 0.01)
+    path = tmp_path / "timeline.png"
+    timeline_png(path, series, KINDS, faults, T0)
+    assert _is_png(path)
+    assert path.stat().st_size > 20_000
+
+
+def test_collisions_png(tmp_path: Path) -> None:
+    ecmp = {f"h{i}->h{i + 4}": r for i, r in enumerate((100e6, 50e6, 50e6, 33e6))}
+    mrc = {f"h{i}->h{i + 4}": r for i, r in enumerate((96e6, 95e6, 97e6, 94e6))}
+    path = tmp_path / "collisions.png"
+    collisions_png(path, ecmp, mrc, 100e6)
+    assert _is_png(path)
+    assert path.stat().st_size > 10_000
