@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -397,3 +400,25 @@ def test_checksum_edge_lengths(length: int) -> None:
     for fill in (0x00, 0xFF, 0xA5):
         data = bytes([fill]) * length
         assert fast.internet_checksum(data) == checksum.internet_checksum(data)
+
+
+# ------------------------------------------------------------------ C under sanitizers
+
+
+def test_c_decoder_under_address_sanitizer(tmp_path: Path) -> None:
+    """csrc/fuzz_decode.c: 300k mutated and random packets through mrc_decode, built with
+    ASan + UBSan, so any read outside buf[0:len] or undefined behaviour aborts."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    csrc = Path(__file__).resolve().parents[2] / "csrc"
+    exe = tmp_path / "fuzz_decode"
+    sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    subprocess.run(
+        [cc, "-O1", "-g", *sanitize, f"-I{csrc}", "-o", str(exe),
+         str(csrc / "fuzz_decode.c"), str(csrc / "mrc_fast.c")],
+        check=True,
+    )  # fmt: skip
+    run = subprocess.run([str(exe), "300000"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "fuzz done" in run.stdout
