@@ -49,12 +49,17 @@ class Link:
     dropped: int = 0
     marked: int = 0
     dead_drops: int = 0
+    dead_data: int = 0
 
-    def send(self, now: float, size: int, rng: random.Random) -> list[tuple[float, bool]]:
+    def send(
+        self, now: float, size: int, rng: random.Random, data: bool = True
+    ) -> list[tuple[float, bool]]:
         """Arrival times (and CE) of the copies of one packet; [] if it is lost."""
         self.packets += 1
+        self.data_packets += data
         if self.dead:
             self.dead_drops += 1
+            self.dead_data += data
             return []
         queued = max(0.0, self.busy_until - now) * self.rate_bps / 8
         if queued + size > self.queue_bytes or (self.drop and rng.random() < self.drop):
@@ -152,7 +157,8 @@ class Fabric:
             self.sent_log.append((self.now, tx))
         dst = self._addr_host[tx.path.dst.packed]
         size = len(tx.payload) + OVERHEAD
-        for t, ce in self._path_link[tx.path].send(self.now, size, self.rng):
+        is_data = isinstance(tx.header, frames.DataHeader)
+        for t, ce in self._path_link[tx.path].send(self.now, size, self.rng, is_data):
             ph = frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev,
                                    dscp=tx.dscp, ecn=frames.Ecn.CE if ce else frames.Ecn.ECT0)
             packet = frames.Packet(ph, tx.header, bytes(tx.payload))

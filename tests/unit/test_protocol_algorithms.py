@@ -70,6 +70,7 @@ def test_unknown_names_are_refused() -> None:
 def nscc() -> Nscc:
     cc = Nscc(Config(nic_rate_bps=10e9, mss=1000))
     cc.on_rtt_sample(100e-6)  # BDP 125 kB, max window 187.5 kB, target 100 us
+    cc.on_ack(0, 100e-6, False, 0.0)  # the first data sample sets the base RTT
     cc.window = 100_000
     return cc
 

@@ -66,8 +66,12 @@ class Nscc(CongestionControl):
         self._clamp()
 
     def on_rtt_sample(self, rtt: float) -> None:
-        """The handshake RTT: htsim starts every flow at MaxWnd, now that the BDP is known."""
+        """The handshake RTT: htsim starts every flow at MaxWnd, now that the BDP is known.
+
+        Control packets are small, so this under-estimates a data packet's base RTT; the
+        first SACK's sample replaces it even if larger (ours)."""
         self._delay(rtt)
+        self._have_rtt = False
         self.window = self.max_window()
 
     def on_loss(self, lost: int, now: float) -> None:
@@ -98,7 +102,7 @@ class Nscc(CongestionControl):
     def _decrease(self, delay: float, now: float) -> None:
         # htsim: at most once per base RTT; ours: per base RTT plus the averaged queueing
         # delay, since a decrease only shows in the feedback one (queued) RTT later.
-        if now - self._last_md < self.base_rtt + self.avg_delay:
+        if now - self._last_md < self._rtt():
             return
         d = max(self.avg_delay, delay)
         factor = 1 - self.cfg.nscc_gamma * (d - self.target) / d
@@ -108,14 +112,21 @@ class Nscc(CongestionControl):
     def _quick_adapt(self, now: float) -> bool:
         if now < self._qa_until:
             return False
-        self._qa_until = now + self.base_rtt
+        # htsim ignores the feedback of the bytes in flight at a quick adapt; ours: no
+        # second quick adapt for two RTTs, the time that feedback takes to drain.
+        self._qa_until = now + 2 * self._rtt()
         delivered = max(self._last_achieved, self._achieved)
         self.window = min(self.window, max(delivered, 2 * self.cfg.mss))
         self._clamp()
         return True
 
+    def _rtt(self) -> float:
+        """The current RTT estimate: base RTT plus averaged queueing delay."""
+        return self.base_rtt + self.avg_delay
+
     def _account(self, acked: int, now: float) -> None:
-        if now - self._achieved_t0 >= self.base_rtt:
+        # bytes delivered per RTT (htsim's achieved_bytes, over base RTT + queueing delay)
+        if now - self._achieved_t0 >= self._rtt():
             self._last_achieved, self._achieved, self._achieved_t0 = self._achieved, 0, now
         self._achieved += acked
 
