@@ -67,10 +67,16 @@ class ProbeResult:
 
 
 def ipv6_header(
-    src: IPv6Address, dst: IPv6Address, payload_len: int, nh: int, flow: int = 0
+    src: IPv6Address,
+    dst: IPv6Address,
+    payload_len: int,
+    nh: int,
+    flow: int = 0,
+    tclass: int = 0,
 ) -> bytes:
-    """RFC 8200 section 3; traffic class 0 (Not-ECT: probes must not be CE-marked)."""
-    first_word = (6 << 28) | (flow & 0xFFFFF)
+    """RFC 8200 section 3. Probes keep traffic class 0 (Not-ECT: never CE-marked); the ECN
+    test sends ECT(0) = tclass 0b10 (RFC 3168 section 5)."""
+    first_word = (6 << 28) | ((tclass & 0xFF) << 20) | (flow & 0xFFFFF)
     return struct.pack("!IHBB", first_word, payload_len, nh, HOP_LIMIT) + src.packed + dst.packed
 
 
@@ -80,6 +86,7 @@ def build_probe(
     payload: bytes,
     sport: int = PROBE_PORT,
     dport: int = PROBE_PORT,
+    tclass: int = 0,
 ) -> tuple[bytes, IPv6Address]:
     """(packet, first-hop destination) for a probe over ``path``.
 
@@ -92,10 +99,11 @@ def build_probe(
     udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
     if encoding == "usid":
         first = path.usid_dst
-        return ipv6_header(path.src, first, udp_len, IPPROTO_UDP) + udp, first
+        return ipv6_header(path.src, first, udp_len, IPPROTO_UDP, tclass=tclass) + udp, first
     srh = Srh.for_path(path.segments, IPPROTO_UDP).encode()
     first = path.segments[0]
-    return ipv6_header(path.src, first, len(srh) + udp_len, IPPROTO_ROUTING) + srh + udp, first
+    head = ipv6_header(path.src, first, len(srh) + udp_len, IPPROTO_ROUTING, tclass=tclass)
+    return head + srh + udp, first
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,166 @@
+"""ECN CE marking measured on real packets: ECT(0) UDP sent over SRv6 paths of a lab whose
+switches mark with a high probability, read back with IPV6_RECVTCLASS in the receiver.
+
+The plan marks on every switch egress except T0 -> host (the last hop to the receiver,
+as MRC expects), so a cross-rack path h -> T0 -> T1 -> T0' -> h' has two marking hops
+(T0 -> T1, T1 -> T0') and a packet leaves it CE with probability 1 - (1 - p)^2, while a
+same-rack path h -> T0 -> h' has none and must arrive unmarked."""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from labs import netns
+from labs.apply import down, up
+from labs.check import Encoding, build_probe
+from labs.paths import paths
+from labs.topology import Topology, load_yaml, namespace
+from srv6.path import SrPath
+from tests.lab.conftest import require_root_netns, unique_lab
+
+pytestmark = pytest.mark.lab
+
+PROBABILITY = 0.5
+PACKETS = 2000
+WAVE = 200  # below the tbf queue limit, so no packet is dropped on the way
+PORT = 47_123
+NOT_ECT, ECT0, CE = 0b00, 0b10, 0b11  # RFC 3168 section 5
+QUIET = 0.5
+_SEQ = struct.Struct("!8sI")
+
+TOPOLOGY = f"""
+preset: tiny
+links:
+  host_t0: {{ecn: {{mode: probability, probability: {PROBABILITY}}}}}
+  t0_t1: {{ecn: {{mode: probability, probability: {PROBABILITY}}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def ecn_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
+    """One tiny lab for the module; every link class marks with PROBABILITY, so a marking
+    last hop (T0 -> host) would show up in both tests below."""
+    require_root_netns()
+    name = unique_lab()
+    path = tmp_path_factory.mktemp("ecn") / "ecn.yaml"
+    path.write_text(TOPOLOGY)
+    topo = load_yaml(path)
+    try:
+        up(topo, name)
+        yield name, topo
+    finally:
+        down(name)
+
+
+def _receiver(lab: str, host: str, path: SrPath) -> socket.socket:
+    with netns.entered(namespace(lab, host)):
+        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    rx.bind((str(path.dst), PORT))
+    rx.setblocking(False)
+    return rx
+
+
+def _tclass(ancdata: list[tuple[int, int, bytes]]) -> int:
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_TCLASS:
+            return int.from_bytes(data[:4], sys.byteorder)
+    raise AssertionError("IPV6_RECVTCLASS gave no IPV6_TCLASS control message")
+
+
+def _drain(rx: socket.socket, nonce: bytes, got: dict[int, int]) -> None:
+    while True:
+        try:
+            data, anc, _, _ = rx.recvmsg(64, socket.CMSG_SPACE(4))
+        except BlockingIOError:
+            return
+        run, seq = _SEQ.unpack(data)
+        if run == nonce:
+            got[seq] = _tclass(anc) & 0b11
+
+
+def _wait(rx: socket.socket, nonce: bytes, got: dict[int, int], upto: int) -> None:
+    """Until every packet below ``upto`` is in, or nothing arrived for QUIET seconds."""
+    last = time.monotonic()
+    while len(got) < upto and time.monotonic() - last < QUIET:
+        ready, _, _ = select.select([rx], [], [], QUIET)
+        if ready:
+            last = time.monotonic()
+            _drain(rx, nonce, got)
+
+
+def send(
+    lab: str,
+    src: str,
+    dst: str,
+    path: SrPath,
+    encoding: Encoding,
+    tclass: int = ECT0,
+    count: int = PACKETS,
+) -> list[int]:
+    """ECN bits of every packet that arrived, of ``count`` packets sent over path."""
+    nonce = os.urandom(8)
+    got: dict[int, int] = {}
+    rx = _receiver(lab, dst, path)
+    with netns.entered(namespace(lab, src)):
+        tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    with rx, tx:
+        for start in range(0, count, WAVE):
+            for seq in range(start, start + WAVE):
+                pkt, first = build_probe(
+                    path, encoding, _SEQ.pack(nonce, seq), sport=PORT, dport=PORT, tclass=tclass
+                )
+                tx.sendto(pkt, (str(first), 0))
+            _wait(rx, nonce, got, start + WAVE)
+    return list(got.values())
+
+
+def _tolerance(p: float, n: int) -> float:
+    return 5 * math.sqrt(p * (1 - p) / n)  # five binomial standard deviations
+
+
+@pytest.mark.parametrize("encoding", ["usid", "srh"])
+def test_cross_rack_path_marks_at_the_two_fabric_hops(
+    ecn_lab: tuple[str, Topology], encoding: Encoding
+) -> None:
+    lab, topo = ecn_lab
+    path = paths(topo, "h0", "h2")[3]  # plane 1 via T1 1: h0 -> t0-p1-0 -> t1-p1-1 -> t0-p1-1
+    assert path.hops == ("t0-p1-0", "t1-p1-1", "t0-p1-1")
+    ecn = send(lab, "h0", "h2", path, encoding)
+    assert len(ecn) >= 0.99 * PACKETS
+    assert set(ecn) <= {ECT0, CE}
+    expected = 1 - (1 - PROBABILITY) ** 2  # 0.75; one hop would give 0.5, three 0.875
+    fraction = ecn.count(CE) / len(ecn)
+    print(f"{encoding}: CE {fraction:.3f} of {len(ecn)} (expected {expected:.3f})")
+    assert abs(fraction - expected) < _tolerance(expected, len(ecn))
+
+
+@pytest.mark.parametrize("encoding", ["usid", "srh"])
+def test_same_rack_path_is_never_marked(ecn_lab: tuple[str, Topology], encoding: Encoding) -> None:
+    """host -> T0 -> host: the only switch egress is the last hop, which never marks."""
+    lab, topo = ecn_lab
+    path = paths(topo, "h1", "h0")[0]
+    assert path.hops == ("t0-p0-0",)
+    ecn = send(lab, "h1", "h0", path, encoding)
+    assert len(ecn) >= 0.99 * PACKETS
+    assert ecn.count(CE) == 0
+    assert set(ecn) == {ECT0}
+
+
+def test_not_ect_packets_are_never_marked(ecn_lab: tuple[str, Topology]) -> None:
+    """The rules match ECT only (RFC 3168 section 6.1.1: never mark Not-ECT)."""
+    lab, topo = ecn_lab
+    path = paths(topo, "h0", "h2")[0]
+    ecn = send(lab, "h0", "h2", path, "srh", tclass=NOT_ECT, count=WAVE)
+    assert len(ecn) >= 0.99 * WAVE
+    assert set(ecn) == {NOT_ECT}
