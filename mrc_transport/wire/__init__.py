@@ -62,11 +62,20 @@ BACKEND, _impl = _select_backend()
 
 if TYPE_CHECKING:
     # Both backends have the reference's signatures; let the type checker see them.
-    from mrc_transport.wire.codec import decode_untrusted, encode, encode_data_batch
+    from mrc_transport.wire.codec import (
+        decode_datagram_untrusted,
+        decode_untrusted,
+        encode,
+        encode_data_batch,
+    )
 else:
     encode = _impl.encode
     decode_untrusted = _impl.decode_untrusted
     encode_data_batch = _impl.encode_data_batch
+    # The C backend may not have it yet: the reference parses a UDP payload quickly enough.
+    decode_datagram_untrusted = getattr(
+        _impl, "decode_datagram_untrusted", codec.decode_datagram_untrusted
+    )
 
 __all__ = [
     "BACKEND",
@@ -100,6 +109,7 @@ __all__ = [
     "ProbeHeader",
     "SackHeader",
     "SetupHeader",
+    "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",
     "encode_data_batch",

@@ -44,7 +44,13 @@ from mrc_transport.wire.frames import (
 from srv6.errors import MalformedHeader
 from srv6.srh import MAX_SEGMENTS, ROUTING_HEADER, Srh
 
-__all__ = ["BadPacket", "decode_untrusted", "encode", "encode_data_batch"]
+__all__ = [
+    "BadPacket",
+    "decode_datagram_untrusted",
+    "decode_untrusted",
+    "encode",
+    "encode_data_batch",
+]
 
 UDP_PROTO = 17
 _FOLD = 0xFFFF
@@ -375,3 +381,32 @@ def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None =
         hop_limit=hop_limit,
     )
     return Packet(path, header, bytes(buf[payload_off:end]))
+
+
+def decode_datagram_untrusted(
+    payload: bytes | bytearray | memoryview,
+    *,
+    src: bytes,
+    dst: bytes,
+    sport: int,
+    dport: int,
+    tclass: int,
+    flow_label: int,
+) -> Packet:
+    """Parse the MRC header of a UDP payload a kernel socket delivered; raises BadPacket.
+
+    The kernel already checked IPv6, stripped the SRH and verified the UDP checksum; the
+    caller passes what it read from the control messages (IPV6_PKTINFO, IPV6_TCLASS,
+    IPV6_FLOWINFO). The EV is rebuilt as in ``decode_untrusted`` (docs/protocol.md,
+    "Entropy value"); the same MRC-header checks and reasons apply.
+    """
+    header, payload_off = _decode_header(payload, 0, len(payload))
+    path = PathHeader(
+        src=src,
+        dst=dst,
+        ev=sport << 16 | (flow_label & 0xFFFF),
+        dscp=(tclass >> 2) & 0x3F,
+        ecn=_ECNS[tclass & 3],
+        dport=dport,
+    )
+    return Packet(path, header, bytes(payload[payload_off:]))

@@ -1,0 +1,418 @@
+"""One trio MRC endpoint per process: sockets, receive loop, timers and the protocol core.
+
+Theory of operation
+-------------------
+The sans-IO core (mrc_transport/protocol) does the protocol; this module only moves
+bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
+``serve()`` opens (trio ``_dtls.py`` is the model):
+
+- the receive task drains the UDP socket (``recv_datagrams`` until EAGAIN, then
+  ``wait_readable``: it never spins), decodes each datagram with the untrusted decoder
+  (a BadPacket is counted by reason and dropped) and hands it to the core, then pumps;
+- the timer task sleeps in a cancel scope whose deadline is the core's ``get_timer()``;
+  ``kick()`` (the application queued data or closed) moves that deadline to now;
+- the transmit task only runs when the raw socket's buffer was full: it waits until the
+  socket is writable and flushes the backlog in order.
+
+One pump = ``handle_timer`` if due -> route events to connection handles ->
+``datagrams_to_send`` -> encode -> ``send_batch``. Time is ``time.monotonic()`` (the
+lab's fault log uses the same clock), converted to trio's clock for deadlines.
+
+Graceful shutdown: ``aclose(grace)`` closes every connection and waits for their ends
+at most ``grace`` seconds, then cancels the nursery. Ctrl-C cancels it at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import itertools
+import math
+import random
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Literal
+
+import trio
+
+from mrc_transport import wire
+from mrc_transport.io import batchio
+from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx, recv_datagrams
+from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
+from mrc_transport.protocol.endpoint import PathsFor
+from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_PORT, PathHeader
+from srv6.path import SrPath
+
+Encoding = Literal["usid", "srh"]
+ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
+RECV_BURST = 256  # datagrams per pump: bounds the latency of timers and of our own sends
+MAX_BACKLOG = 65536  # packets queued behind a full socket buffer before we drop (ours)
+LINGER = 2.0  # seconds a closed connection still answers a retransmitted CLOSE (ours)
+SRH_ALLOWANCE = 8 + 16 * 8  # SRH of up to 8 segments (Config.mss docstring)
+UDP_LEN = 8
+
+
+def default_mss(encoding: Encoding, mtus: dict[str, int] | None = None) -> int:
+    """Largest data payload that fits the smallest MTU of this namespace's interfaces."""
+    mtus = interface_mtus() if mtus is None else mtus
+    mtu = min(mtus.values(), default=1500)
+    overhead = IPV6_HEADER_LEN + UDP_LEN + DATA_HEADER_LEN
+    if encoding == "srh":
+        overhead += SRH_ALLOWANCE
+    return max(256, mtu - overhead)
+
+
+def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int) -> PathHeader:
+    """The IPv6/SRH/UDP fields of a packet on ``path`` (ECT(0) so switches can mark CE)."""
+    if encoding == "usid":
+        return PathHeader(src=path.src.packed, dst=path.usid_dst.packed,
+                          final_dst=path.dst.packed, ev=ev, dscp=dscp, dport=dport)
+    segments = tuple(s.packed for s in path.segments)
+    return PathHeader(src=path.src.packed, dst=segments[0], segments=segments, ev=ev,
+                      dscp=dscp, dport=dport)
+
+
+class ConnectionLost(Exception):
+    """The connection ended before the operation could complete."""
+
+
+class ConnHandle:
+    """The application's side of one connection: send, receive, wait."""
+
+    def __init__(self, endpoint: MrcEndpoint, conn: Connection) -> None:
+        self.endpoint, self.conn = endpoint, conn
+        self.inbox: collections.deque[tuple[float, bytearray]] = collections.deque()
+        self.acked_bytes = 0
+        self.queued_bytes = 0
+        self.established = False
+        self.closed_reason: str | None = None
+        self.on_event: Callable[[events.Event], None] | None = None
+        self._lot = trio.lowlevel.ParkingLot()
+
+    @property
+    def unacked_bytes(self) -> int:
+        return self.queued_bytes - self.acked_bytes
+
+    def _wake(self) -> None:
+        self._lot.unpark_all()
+
+    async def _park(self) -> None:
+        await self._lot.park()
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        """Queue one message (the buffer must not change until acked); returns its MSN."""
+        if self.closed_reason is not None:
+            raise ConnectionLost(self.closed_reason)
+        msn = self.conn.send_message(data, self.endpoint.clock())
+        self.queued_bytes += memoryview(data).nbytes
+        self.endpoint.kick()
+        return msn
+
+    async def wait_established(self) -> None:
+        while not self.established:
+            if self.closed_reason is not None:
+                raise ConnectionLost(self.closed_reason)
+            await self._park()
+
+    async def receive(self) -> tuple[float, bytearray]:
+        """The next whole message and the monotonic time it completed."""
+        while not self.inbox:
+            if self.closed_reason is not None:
+                raise ConnectionLost(self.closed_reason)
+            await self._park()
+        return self.inbox.popleft()
+
+    async def wait_unacked_below(self, limit: int) -> None:
+        """Until at most ``limit`` queued bytes are unacknowledged."""
+        while self.unacked_bytes > limit:
+            if self.closed_reason is not None:
+                raise ConnectionLost(self.closed_reason)
+            await self._park()
+
+    def close(self) -> None:
+        """Close once every message sent is acknowledged (CLOSE ends both directions)."""
+        if self.conn.state in (ConnState.ESTABLISHED, ConnState.SETUP_SENT):
+            self.conn.close(self.endpoint.clock())
+            self.endpoint.kick()
+
+    async def wait_closed(self) -> str:
+        while self.closed_reason is None:
+            await self._park()
+        return self.closed_reason
+
+
+class MrcEndpoint:
+    """The MRC endpoint of this process."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        paths_for: PathsFor | None = None,
+        port: int = MRC_UDP_PORT,
+        encoding: Encoding = "usid",
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be usid or srh, not {encoding!r}")
+        self.cfg, self.port, self.encoding, self.clock = cfg, port, encoding, clock
+        self.core = Endpoint(cfg, rng or random.Random(), paths_for)
+        self.handles: dict[int, ConnHandle] = {}
+        self.bad: collections.Counter[str] = collections.Counter()
+        """Datagrams dropped by the decoder, by BadPacket reason."""
+        self.send_errors: collections.Counter[str] = collections.Counter()
+        """Packets the kernel refused, by errno name (e.g. ENETUNREACH on a dead port)."""
+        self.received = 0
+        self.sent = 0
+        self.backlog_drops = 0
+        self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader, bytes]] = {}
+        self._backlog: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        self._backlog_lot = trio.lowlevel.ParkingLot()
+        self._timer_scope = trio.CancelScope()
+        self._serve_scope: trio.CancelScope | None = None
+        self._linger: list[tuple[float, int]] = []
+        self._accept_send, self._accept_recv = trio.open_memory_channel[ConnHandle](math.inf)
+        self._tx: socket.socket | None = None
+        self._rx: socket.socket | None = None
+        self._trio_offset = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def serve(
+        self, *, task_status: trio.TaskStatus[MrcEndpoint] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the sockets and run until cancelled (or ``aclose``)."""
+        self._tx, self._rx = open_tx(), open_rx(self.port)
+        self._trio_offset = trio.current_time() - self.clock()
+        try:
+            with trio.CancelScope() as self._serve_scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._rx_loop)
+                    nursery.start_soon(self._timer_loop)
+                    nursery.start_soon(self._tx_loop)
+                    task_status.started(self)
+        finally:
+            self._tx.close()
+            self._rx.close()
+
+    def stop(self) -> None:
+        """Cancel everything now."""
+        if self._serve_scope is not None:
+            self._serve_scope.cancel()
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Close every connection, wait for them at most ``grace`` seconds, stop."""
+        for handle in list(self.handles.values()):
+            handle.close()
+        with trio.move_on_after(grace):
+            for handle in list(self.handles.values()):
+                await handle.wait_closed()
+        self.stop()
+
+    # -- application API ----------------------------------------------------------------
+    def connect(self, paths: Sequence[SrPath]) -> ConnHandle:
+        """Open a connection over ``paths``; await ``wait_established()`` on the result."""
+        if not paths:
+            raise ValueError("no paths to connect over")
+        conn = self.core.connect(paths, self.clock())
+        handle = self.handles[conn.conn] = ConnHandle(self, conn)
+        self.kick()
+        return handle
+
+    async def accept(self) -> ConnHandle:
+        """The next connection a peer opened."""
+        return await self._accept_recv.receive()
+
+    def kick(self) -> None:
+        """Pump soon (the application queued data or closed)."""
+        self._timer_scope.deadline = -math.inf
+
+    # -- the loops ------------------------------------------------------------------------
+    async def _rx_loop(self) -> None:
+        assert self._rx is not None
+        sock, port, core = self._rx, self.port, self.core
+        decode, bad = wire.decode_datagram_untrusted, self.bad
+        while True:
+            batch = recv_datagrams(sock, RECV_BURST)
+            if not batch:
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            now = self.clock()
+            self.received += len(batch)
+            for d in batch:
+                try:
+                    packet = decode(d.payload, src=d.src, dst=d.dst, sport=d.sport, dport=port,
+                                    tclass=d.tclass, flow_label=d.flow_label)
+                except wire.BadPacket as exc:
+                    bad[exc.reason] += 1
+                    continue
+                core.receive(packet, now)
+            self.pump(now)
+            await trio.lowlevel.checkpoint()
+
+    async def _timer_loop(self) -> None:
+        while True:
+            with self._timer_scope:
+                await trio.sleep_forever()
+            self._timer_scope = trio.CancelScope()
+            self.pump(self.clock())
+
+    async def _tx_loop(self) -> None:
+        assert self._tx is not None
+        while True:
+            while not self._backlog:
+                await self._backlog_lot.park()
+            await trio.lowlevel.wait_writable(self._tx)
+            self._flush_backlog()
+
+    # -- one pump -------------------------------------------------------------------------
+    def pump(self, now: float) -> None:
+        core = self.core
+        t = core.get_timer()
+        if t is not None and t <= now:
+            core.handle_timer(now)
+        self._dispatch(now)
+        out = core.datagrams_to_send(now)
+        if out:
+            self._transmit(out)
+        self._rearm(now)
+
+    def _rearm(self, now: float) -> None:
+        t = self.core.get_timer()
+        if self._linger:
+            t = min(t if t is not None else math.inf, self._linger[0][0])
+        if t is None or t == math.inf:
+            deadline = math.inf
+        else:
+            # a timer the core left in the past must not make us spin (ours: 100 us floor)
+            deadline = max(t, now + 100e-6) + self._trio_offset
+        # this pump did what a pending kick asked for, so overwriting it loses nothing
+        self._timer_scope.deadline = deadline
+
+    def _dispatch(self, now: float) -> None:
+        core = self.core
+        while (event := core.next_event()) is not None:
+            handle = self.handles.get(event.conn)
+            if handle is None:
+                conn = core.connections.get(event.conn)
+                if conn is None:
+                    continue
+                handle = self.handles[event.conn] = ConnHandle(self, conn)
+                if isinstance(event, events.ConnectionEstablished):
+                    self._accept_send.send_nowait(handle)
+            if isinstance(event, events.MessageReceived):
+                handle.inbox.append((event.time, event.data))
+            elif isinstance(event, events.MessageAcked):
+                handle.acked_bytes += event.length
+            elif isinstance(event, events.ConnectionEstablished):
+                handle.established = True
+            elif isinstance(event, events.ConnectionClosed):
+                handle.closed_reason = event.reason
+                self._linger.append((now + LINGER, event.conn))
+            if handle.on_event is not None:
+                handle.on_event(event)
+            handle._wake()
+        while self._linger and self._linger[0][0] <= now:
+            _, conn_id = self._linger.pop(0)
+            core.connections.pop(conn_id, None)
+            self.handles.pop(conn_id, None)
+
+    def _header(self, tx: Transmit) -> tuple[PathHeader, bytes]:
+        key = (id(tx.path), tx.ev, tx.dscp)
+        cached = self._headers.get(key)
+        if cached is None or cached[0] is not tx.path:
+            ph = path_header(tx.path, tx.ev, tx.dscp, self.encoding, self.port)
+            cached = self._headers[key] = (tx.path, ph, ph.dst)
+        return cached[1], cached[2]
+
+    def _transmit(self, out: list[Transmit]) -> None:
+        encode, header = wire.encode, self._header
+        pkts: list[bytes] = []
+        addrs: list[tuple[bytes, int]] = []
+        for tx in out:
+            ph, first_hop = header(tx)
+            pkts.append(encode(ph, tx.header, tx.payload))
+            addrs.append((first_hop, 0))
+        self.sent += len(pkts)
+        if self._backlog:
+            self._queue(pkts, addrs, 0)
+            return
+        self._send(pkts, addrs)
+
+    def _send(self, pkts: list[bytes], addrs: list[tuple[bytes, int]]) -> None:
+        assert self._tx is not None
+        buf = b"".join(pkts)
+        offsets = list(itertools.accumulate(map(len, pkts), initial=0))
+        i, n = 0, len(pkts)
+        while i < n:
+            try:
+                k = batchio.send_batch(self._tx, buf, offsets[i:], addrs[i:])
+            except OSError as exc:
+                # e.g. ENETUNREACH: this packet's port is down; the core will see the loss
+                self.send_errors[errno.errorcode.get(exc.errno or 0, str(exc.errno))] += 1
+                i += 1
+                continue
+            if k == 0:
+                self._queue(pkts, addrs, i)
+                return
+            i += k
+
+    def _queue(self, pkts: list[bytes], addrs: list[tuple[bytes, int]], start: int) -> None:
+        for j in range(start, len(pkts)):
+            if len(self._backlog) >= MAX_BACKLOG:
+                self.backlog_drops += 1
+                continue
+            self._backlog.append((pkts[j], addrs[j][0]))
+        self._backlog_lot.unpark_all()
+
+    def _flush_backlog(self) -> None:
+        items = list(self._backlog)
+        self._backlog.clear()
+        self._send([p for p, _ in items], [(a, 0) for _, a in items])
+
+    def counters(self) -> dict[str, object]:
+        """Endpoint-level counters, for reports."""
+        c = self.core.counters
+        return {
+            "datagrams_received": self.received,
+            "packets_sent": self.sent,
+            "bad_packets": dict(self.bad),
+            "send_errors": dict(self.send_errors),
+            "backlog_drops": self.backlog_drops,
+            "unknown_connection": c.unknown_connection,
+            "setup_refused": c.setup_refused,
+        }
+
+
+@asynccontextmanager
+async def open_endpoint(
+    cfg: Config,
+    *,
+    paths_for: PathsFor | None = None,
+    port: int = MRC_UDP_PORT,
+    encoding: Encoding = "usid",
+    rng: random.Random | None = None,
+) -> AsyncIterator[MrcEndpoint]:
+    """An endpoint serving in a nursery of its own for the duration of the block."""
+    async with trio.open_nursery() as nursery:
+        ep = MrcEndpoint(cfg, paths_for=paths_for, port=port, encoding=encoding, rng=rng)
+        await nursery.start(ep.serve)
+        try:
+            yield ep
+        finally:
+            ep.stop()
+
+
+__all__ = [
+    "ENCODINGS",
+    "ConnHandle",
+    "ConnectionLost",
+    "Datagram",
+    "Encoding",
+    "MrcEndpoint",
+    "default_mss",
+    "open_endpoint",
+    "path_header",
+]

@@ -1,0 +1,134 @@
+"""The endpoint's two sockets and the control messages that carry the path information.
+
+Transmit: one ``SOCK_RAW, IPPROTO_RAW`` AF_INET6 socket takes the complete packets the
+codec builds (IPv6 [+ SRH] + UDP + MRC); ``sendto(pkt, (first_hop_da, 0))`` and the
+host's routes (one locator block per plane, via that plane's port) pick the port
+(kernel-facts.md, "Sending SRv6 from userspace").
+
+Receive: a plain UDP socket on ``[::]:port``. The kernel verifies the UDP checksum (over
+the final destination, RFC 8200 8.1) and strips the SRH (hosts need seg6_enabled); what
+the protocol needs from the IPv6 header comes in control messages: IPV6_PKTINFO (the
+destination as it arrived), IPV6_TCLASS (ECN) and IPV6_FLOWINFO (the flow label, which
+carries the EV's low 16 bits; the source port carries the high 16).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+from typing import NamedTuple
+
+IPV6_FLOWINFO = 11  # <linux/in6.h>: as a socket option it asks for the cmsg as well
+IPV6_RECVPKTINFO = 49
+IPV6_PKTINFO = 50
+IPV6_RECVTCLASS = 66
+IPV6_TCLASS = 67
+SIOCGIFMTU = 0x8921
+FLOW_LABEL_MASK = 0xFFFFF
+
+MAX_DATAGRAM = 65535
+SOCKET_BUFFER = 16 << 20
+ANC_SIZE = socket.CMSG_SPACE(20) + 2 * socket.CMSG_SPACE(4)
+
+_INT = struct.Struct("=i")
+
+
+class Datagram(NamedTuple):
+    """One UDP payload with what the kernel told about its IPv6 header."""
+
+    payload: bytes
+    """The UDP payload: the MRC header and data."""
+    src: bytes
+    """16-byte source address."""
+    sport: int
+    """UDP source port (the EV's high 16 bits)."""
+    dst: bytes
+    """16-byte destination as it arrived (the final one), from IPV6_PKTINFO."""
+    tclass: int
+    """Traffic class (DSCP << 2 | ECN), from IPV6_TCLASS."""
+    flow_label: int
+    """20-bit flow label, from IPV6_FLOWINFO."""
+
+
+def _set_buffer(sock: socket.socket, opt: int, force_opt: int) -> None:
+    try:  # root may exceed net.core.[rw]mem_max (SO_*BUFFORCE)
+        sock.setsockopt(socket.SOL_SOCKET, force_opt, SOCKET_BUFFER)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+
+
+def open_tx() -> socket.socket:
+    """The raw socket complete IPv6 packets are sent through (header-include implicit)."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setblocking(False)
+    _set_buffer(sock, socket.SO_SNDBUF, 32)  # SO_SNDBUFFORCE
+    return sock
+
+
+def open_rx(port: int, host: str = "::") -> socket.socket:
+    """The UDP socket MRC packets arrive on, with path information in control messages."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
+        _set_buffer(sock, socket.SO_RCVBUF, 33)  # SO_RCVBUFFORCE
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def parse_cmsgs(ancdata: list[tuple[int, int, bytes]]) -> tuple[bytes, int, int]:
+    """(destination, traffic class, flow label) from recvmsg's control messages.
+
+    The IPV6_FLOWINFO cmsg is the 32-bit flowinfo word in network order: tclass << 20 |
+    flow label (RFC 8200 section 3, without the version nibble).
+    """
+    dst, tclass, flow = b"", 0, 0
+    for level, kind, data in ancdata:
+        if level != socket.IPPROTO_IPV6:
+            continue
+        if kind == IPV6_PKTINFO and len(data) >= 16:
+            dst = data[:16]
+        elif kind == IPV6_TCLASS and len(data) >= 4:
+            tclass = _INT.unpack_from(data)[0] & 0xFF
+        elif kind == IPV6_FLOWINFO and len(data) >= 4:
+            flow = int.from_bytes(data[:4], "big") & FLOW_LABEL_MASK
+    return dst, tclass, flow
+
+
+def recv_datagrams(sock: socket.socket, limit: int) -> list[Datagram]:
+    """Up to ``limit`` waiting datagrams; an empty list when none is waiting (EAGAIN)."""
+    out: list[Datagram] = []
+    recvmsg = sock.recvmsg
+    for _ in range(limit):
+        try:
+            payload, anc, _flags, addr = recvmsg(MAX_DATAGRAM, ANC_SIZE, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            break
+        dst, tclass, flow = parse_cmsgs(anc)
+        src = socket.inet_pton(socket.AF_INET6, addr[0].partition("%")[0])
+        out.append(Datagram(payload, src, addr[1], dst, tclass, flow))
+    return out
+
+
+def interface_mtus() -> dict[str, int]:
+    """MTU of every interface of this network namespace except loopback (SIOCGIFMTU:
+    unlike /sys it always answers for the caller's namespace)."""
+    out: dict[str, int] = {}
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+        for _index, name in socket.if_nameindex():
+            if name == "lo":
+                continue
+            req = struct.pack("16si12x", name.encode()[:15], 0)
+            try:
+                res = fcntl.ioctl(s.fileno(), SIOCGIFMTU, req)
+            except OSError:
+                continue
+            out[name] = struct.unpack_from("16si", res)[1]
+    return out
