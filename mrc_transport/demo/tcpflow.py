@@ -36,6 +36,18 @@ PERIOD = (1 << 20) + 7
 DEFAULT_SEED = "mrc"
 RECV_BUF = 256 * 1024
 SEND_CHUNK = 128 * 1024
+SO_TXREHASH = getattr(socket, "SO_TXREHASH", 74)  # Linux 5.19+, asm-generic value
+TXREHASH_DISABLED = 0
+
+
+def pin_path(sock: socket.socket) -> None:
+    """Keep the flow on its first ECMP path, like RoCE (one UDP source port per QP).
+
+    Linux TCP re-rolls its IPv6 flow label and route on every RTO (net.core.txrehash,
+    measured in the tiny lab: a 0.7 s gray cut stalled the flow only ~0.23 s, one RTO,
+    before it escaped onto another path). The baseline stands in for single-path RoCE,
+    which cannot do that, so it turns rehashing off for its sockets."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_TXREHASH, TXREHASH_DISABLED)
 
 
 class Pattern:
@@ -110,9 +122,11 @@ class RecvResult:
         }
 
 
-def listen(port: int, bind: str = "::") -> socket.socket:
+def listen(port: int, bind: str = "::", *, rehash: bool = False) -> socket.socket:
     sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if not rehash:
+        pin_path(sock)  # accepted sockets inherit it; receive() sets it again to be sure
     sock.bind((bind, port))
     sock.listen(1)
     return sock
@@ -121,6 +135,7 @@ def listen(port: int, bind: str = "::") -> socket.socket:
 def receive(
     sock: socket.socket, flow: str, pattern: Pattern, *, accept_timeout: float | None = 30.0,
     on_progress: Callable[[float, int], None] | None = None, progress_s: float = 0.0,
+    rehash: bool = False,
 ) -> RecvResult:
     """Accept one connection and read it to EOF, one record per recv()."""
     sock.settimeout(accept_timeout)
@@ -135,6 +150,8 @@ def receive(
     next_progress = time.monotonic() + progress_s
     with conn:
         conn.settimeout(None)
+        if not rehash:
+            pin_path(conn)  # its ACKs keep one path too
         while (n := conn.recv_into(buf)) > 0:
             t = time.monotonic()
             result.records.append(Delivery(t, n, flow))
@@ -162,7 +179,7 @@ class SendResult:
 def send(
     host: str, port: int, pattern: Pattern, *, seconds: float | None = None,
     nbytes: int | None = None, bind: str | None = None, cport: int = 0,
-    chunk: int = SEND_CHUNK, connect_timeout: float = 10.0,
+    chunk: int = SEND_CHUNK, connect_timeout: float = 10.0, rehash: bool = False,
 ) -> SendResult:
     """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given)."""
     if (seconds is None) == (nbytes is None):
@@ -171,6 +188,8 @@ def send(
         raise DemoError(f"chunk must be in 1..{PERIOD}")
     sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     with sock:
+        if not rehash:
+            pin_path(sock)
         if bind is not None or cport:
             # A fixed source port pins the ECMP hash (fib_multipath_hash_policy=1: L4).
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -222,17 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chunk", type=int, default=SEND_CHUNK)
     for p in (r, s):
         p.add_argument("--seed", default=DEFAULT_SEED)
+        p.add_argument("--rehash", action="store_true",
+                       help="let Linux move the flow to another path on RTO (default: pinned)")
     return parser
 
 
 def _run_recv(args: argparse.Namespace) -> int:
-    sock = listen(args.port, args.bind)
+    sock = listen(args.port, args.bind, rehash=args.rehash)
     with sock:
         _emit({"event": "listening", "port": sock.getsockname()[1], "t_mono": time.monotonic()})
         result = receive(
             sock, args.flow, Pattern(args.seed), accept_timeout=args.accept_timeout,
             on_progress=lambda t, n: _emit({"event": "progress", "t_mono": t, "bytes": n}),
-            progress_s=args.progress,
+            progress_s=args.progress, rehash=args.rehash,
         )
     if args.records:
         write_records(args.records, result.records)
@@ -245,7 +266,8 @@ def _run_recv(args: argparse.Namespace) -> int:
 
 def _run_send(args: argparse.Namespace) -> int:
     res = send(args.host, args.port, Pattern(args.seed), seconds=args.seconds,
-               nbytes=args.nbytes, bind=args.bind, cport=args.cport, chunk=args.chunk)
+               nbytes=args.nbytes, bind=args.bind, cport=args.cport, chunk=args.chunk,
+               rehash=args.rehash)
     _emit({"event": "end", "bytes_sent": res.nbytes, "t_start": res.t_start, "t_end": res.t_end})
     return 0
 
