@@ -14,8 +14,8 @@ input with no entry leaves the state unchanged.
 - An untrimmed loss or a timeout means the path may be broken: the EV is retired at once
   (ASSUMED_BAD) and replaced by a GOOD backup EV of the same plane. Retired EVs are probed
   in the background (first after 3 base RTTs, retried every 5: htsim) and readmitted after
-  ``readmit_probes`` consecutive successes, into the active set if its plane is short of
-  EVs, else into the backup set.
+  ``readmit_probes`` consecutive successes into the active set; if that set is full, an EV
+  of the plane's most crowded path steps back to the backup set.
 - ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
   that path (ours: the core knows the map, so a dead link costs a few packets).
 - While only ``ev_min_active`` EVs are usable, losses no longer retire EVs (the floor).
@@ -305,17 +305,31 @@ class EvSet:
         ev.readmitted += 1
         ev.next_probe, ev.probe_id = math.inf, 0
         self.path_fail[ev.path_key] = 0
-        if self.active_count[ev.plane] < self.quota[ev.plane]:
-            ev.role = Role.ACTIVE
-            self.active_count[ev.plane] += 1
-            self._add_usable(ev)
-        else:
-            ev.role = Role.BACKUP
-            self.backup[ev.plane].append(ev)
+        if self.active_count[ev.plane] >= self.quota[ev.plane]:
+            self._demote_one(ev.plane)
+        ev.role = Role.ACTIVE
+        self.active_count[ev.plane] += 1
+        self._add_usable(ev)
         self._emit(events.PathReadmitted(now, self.conn, ev.value, ev.plane))
         if ev.plane in self.down:
             self.down.discard(ev.plane)
             self._emit(events.PlaneUp(now, self.conn, ev.plane))
+
+    def _demote_one(self, plane: int) -> None:
+        """Make room in a full active set: the usable EV of the plane whose path holds the
+        most active EVs goes back to the backup set, so a readmitted path gets its share
+        back (ours)."""
+        mine = [e for e in self.usable if e.plane == plane]
+        if not mine:
+            return
+        per_path: dict[int, int] = {}
+        for e in mine:
+            per_path[e.path_key] = per_path.get(e.path_key, 0) + 1
+        ev = max(mine, key=lambda e: per_path[e.path_key])
+        self._remove_usable(ev)
+        self.active_count[plane] -= 1
+        ev.role = Role.BACKUP
+        self.backup[plane].append(ev)
 
     def _path_failed(self, key: int, now: float) -> None:
         self.path_fail[key] += 1

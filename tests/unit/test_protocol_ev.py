@@ -85,7 +85,8 @@ def test_probes_readmit_after_enough_successes() -> None:
         evs.probe_ok(ev, now)
         now = max(now, evs.next_probe_time()) if ev.state is EvState.ASSUMED_BAD else now
     assert ev.state is EvState.GOOD
-    assert ev.role is Role.BACKUP  # the plane's active set was refilled from the backups
+    assert ev.role is Role.ACTIVE  # back in the active set
+    assert evs.active_count[ev.plane] == 64  # which stays at its size: one EV stepped back
     assert isinstance(log[-1], events.PathReadmitted)
 
 
