@@ -3,6 +3,7 @@ plane (matplotlib; the file extension picks PNG or SVG)."""
 
 from __future__ import annotations
 
+from labs.errors import LabError
 from labs.topology import Topology
 
 
@@ -46,5 +47,9 @@ def draw(topo: Topology, out: str, title: str = "") -> None:
     ax.set_xticks([])
     ax.set_title(title or f"{topo.planes}-plane Clos")
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    try:
+        fig.savefig(out)
+    except OSError as exc:  # a missing directory, no permission: the user's to fix
+        raise LabError(f"{out}: {exc.strerror}") from None
+    finally:
+        plt.close(fig)

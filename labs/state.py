@@ -82,14 +82,17 @@ def load_state(lab: str) -> LabState:
         raise LabError(f"no lab {lab!r} (no {path}); `mrc lab list` shows the labs") from None
     except (OSError, ValueError) as exc:
         raise LabError(f"{path}: unreadable state file ({exc})") from None
-    return LabState(
-        lab=raw["lab"],
-        topology=from_dict(raw["topology"], where=str(path)),
-        namespaces=tuple(raw["namespaces"]),
-        complete=bool(raw["complete"]),
-        pid=int(raw["pid"]),
-        t_wall=float(raw["t_wall"]),
-    )
+    try:
+        return LabState(
+            lab=raw["lab"],
+            topology=from_dict(raw["topology"], where=str(path)),
+            namespaces=tuple(raw["namespaces"]),
+            complete=bool(raw["complete"]),
+            pid=int(raw["pid"]),
+            t_wall=float(raw["t_wall"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:  # valid JSON, wrong shape
+        raise LabError(f"{path}: unreadable state file (bad field {exc})") from None
 
 
 def list_labs() -> list[str]:

@@ -28,7 +28,12 @@ def register(subparsers: Any, help_text: str) -> None:
     ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
         if named:
-            p.add_argument("--name", default=DEFAULT_LAB, help=f"lab name (default {DEFAULT_LAB})")
+            p.add_argument(
+                "--name",
+                default=DEFAULT_LAB,
+                type=_lab_name,
+                help=f"lab name (default {DEFAULT_LAB})",
+            )
         p.set_defaults(func=_guarded(func))
         return p
 
@@ -64,6 +69,17 @@ def register(subparsers: Any, help_text: str) -> None:
     p = add("fail", _fail, "a switch stops forwarding, or a HOST:PORT goes down")
     p.add_argument("target")
     add("events", _events, "print the lab's fault log (JSONL)")
+
+
+def _lab_name(text: str) -> str:
+    """Checked at parse time for every action: the name becomes file and namespace names."""
+    from labs.errors import TopologyError
+    from labs.topology import check_lab_name
+
+    try:
+        return check_lab_name(text)
+    except TopologyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _no_action(args: argparse.Namespace) -> int:

@@ -1,0 +1,178 @@
+"""`mrc lab` without root: graph output, and bad input (malformed or invalid topology files,
+bad names, unknown labs) gives one line on stderr and exit 2, never a traceback.
+
+The state directory is a temporary one, and `labs.apply.up` is replaced by a function that
+fails the test: a topology these tests expect refused can never build a lab."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from labs.state import STATE_DIR_ENV, new_state, save_state
+from labs.topology import preset
+from mrc_transport.cli.main import main
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+LAB = "unitlab"
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "state"
+    monkeypatch.setenv(STATE_DIR_ENV, str(state))
+
+    def must_not_build(*_args: object, **_kwargs: object) -> float:
+        raise AssertionError("the CLI tried to build a lab from input it should refuse")
+
+    monkeypatch.setattr("labs.apply.up", must_not_build)
+    return state
+
+
+def run(argv: list[str]) -> int:
+    """main()'s exit code, whether it returns it or argparse raises SystemExit."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert isinstance(code, int)
+    return code
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _saved_lab() -> None:
+    """A state file (no namespaces): enough for `graph`, which only reads the topology."""
+    save_state(new_state(LAB, preset("tiny"), 0.0))
+
+
+# -- graph ----------------------------------------------------------------------------------
+
+
+def test_graph_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _saved_lab()
+    out = tmp_path / "fabric.png"
+    assert run(["lab", "graph", str(out), "--name", LAB]) == 0
+    data = out.read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 10_000  # a drawn fabric, not an empty canvas
+    assert capsys.readouterr().out.strip() == str(out)
+
+
+def test_graph_svg_draws_every_link_and_node(tmp_path: Path) -> None:
+    _saved_lab()
+    out = tmp_path / "fabric.svg"
+    assert run(["lab", "graph", str(out), "--name", LAB]) == 0
+    root = ET.parse(out).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    topo = preset("tiny")
+    drawn = [el for el in root.iter() if el.tag.rsplit("}", 1)[-1] in ("path", "use")]
+    assert len(drawn) >= len(topo.links) + len(topo.nodes)
+
+
+@pytest.mark.parametrize("name", ["fabric.jpg", "fabric", "fabric.png.txt"])
+def test_graph_bad_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    _saved_lab()
+    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / name), "--name", LAB])
+    assert ".png or .svg" in msg
+    assert not (tmp_path / name).exists()
+
+
+def test_graph_into_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _saved_lab()
+    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / "no" / "f.svg"), "--name", LAB])
+    assert "no/f.svg" in msg
+
+
+def test_graph_of_an_unknown_lab(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / "f.svg"), "--name", "nosuch"])
+    assert "no lab 'nosuch'" in msg
+
+
+# -- topology files -------------------------------------------------------------------------
+
+BAD_TOPOLOGIES = {
+    "unclosed": ("planes: [1, 2\n", "invalid YAML"),
+    "tabs": ("planes: 2\n\tracks: 2\n", "invalid YAML"),
+    "list": ("- planes\n- racks\n", "top level must be a mapping"),
+    "zero planes": ("planes: 0\n", "planes must be an integer in 1..64, got 0"),
+    "too many planes": ("planes: 65\n", "planes must be an integer in 1..64"),
+    "string count": ("racks: two\n", "racks must be an integer"),
+    "bool count": ("racks: true\n", "racks must be an integer"),
+    "negative rate": ("links: {host_t0: {rate: -100mbit}}\n", "bad rate"),
+    "negative int rate": ("links: {t0_t1: {rate: -5}}\n", "rate must be at least 8kbit"),
+    "rate unit": ("links: {t0_t1: {rate: 1gbps}}\n", "bad rate"),
+    "small mtu": ("links: {host_t0: {mtu: 1000}}\n", "mtu must be in 1280..65535"),
+    "probability": ("links: {t0_t1: {ecn: {probability: 1.5}}}\n", "probability must be in 0..1"),
+    "ecn mode": ("links: {t0_t1: {ecn: red}}\n", "mode must be none, probability or rate"),
+    "unknown key": ("planes: 2\nspines: 4\n", "unknown key 'spines'"),
+    "unknown link class": ("links: {t1_t2: {}}\n", "unknown key 't1_t2'"),
+    "unknown preset": ("preset: huge\n", "unknown preset 'huge'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TOPOLOGIES))
+def test_up_refuses_a_bad_topology_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    text, expected = BAD_TOPOLOGIES[case]
+    path = tmp_path / "topo.yaml"
+    path.write_text(text)
+    msg = one_line_error(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
+    assert expected in msg
+    assert msg.startswith("mrc lab: error: ")
+
+
+def test_up_with_a_missing_topology_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "absent.yaml"
+    msg = one_line_error(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
+    assert "No such file" in msg
+
+
+@pytest.mark.parametrize("name", ["Upper", "a-b", "1lab", "x" * 13, "../etc", ""])
+@pytest.mark.parametrize("action", ["up", "down", "status", "check", "events"])
+def test_bad_lab_name(capsys: pytest.CaptureFixture[str], action: str, name: str) -> None:
+    msg = one_line_error(capsys, ["lab", action, "--name", name])
+    assert "lab name" in msg
+
+
+def test_unknown_lab(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "no lab 'nosuch'" in one_line_error(capsys, ["lab", "status", "--name", "nosuch"])
+
+
+def test_missing_action(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "missing ACTION" in one_line_error(capsys, ["lab"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lab", "flap", "h0:t0-p0-0", "--count", "many"],
+        ["lab", "flap", "h0:t0-p0-0", "--period", "soon"],
+        ["lab", "cut", "h0:t0-p0-0", "--mode", "soft"],
+        ["lab", "up", "--preset", "huge"],
+        ["lab", "degrade", "h0:t0-p0-0"],
+    ],
+)
+def test_bad_flags(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    one_line_error(capsys, argv)
+
+
+@pytest.mark.parametrize("text", ["{not json", "{}", '{"lab": "unitlab"}', "[]"])
+def test_corrupt_state_file(
+    private_state: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    private_state.mkdir(parents=True)
+    (private_state / f"{LAB}.json").write_text(text)
+    assert "unreadable state file" in one_line_error(capsys, ["lab", "status", "--name", LAB])
