@@ -1,0 +1,165 @@
+"""Protocol core throughput: data packets per CPU second on each side of a connection.
+
+The sender side is ``send_message`` + ``datagrams_to_send`` (segmentation, EV choice,
+headers) + SACK processing; the receiver side is ``receive`` of data (placement, SACK
+decisions) + building its SACKs. Two cores are pumped in memory with explicit times (no
+loss, fixed window), and the CPU time of each side is measured separately.
+
+Each mode runs side by side in one process: the core alone (frames handed over as
+objects), then the core with every packet encoded and decoded through each codec backend
+available (pure Python, and C when ``mrc_transport.wire.BACKEND == "c"``), so the IO layer
+knows its per-core packet budget. Ratios are printed against the core alone.
+
+    python bench/core.py            # about 20 s
+    python bench/core.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from ipaddress import IPv6Address
+from types import ModuleType
+
+from mrc_transport import wire
+from mrc_transport.protocol import Config, Endpoint, Transmit
+from mrc_transport.wire import codec, frames
+from srv6.path import SrPath
+
+Encode = Callable[[Transmit], object]
+Decode = Callable[[object], frames.Packet]
+
+
+def sr_paths(src: int, dst: int, planes: int = 2, per_plane: int = 4) -> list[SrPath]:
+    out = []
+    for p in range(planes):
+        a, b = IPv6Address(f"fd00:{p}::{src}"), IPv6Address(f"fd00:{p}::{dst}")
+        for k in range(per_plane):
+            out.append(SrPath(p, ("t0", f"t1-{k}", "t0"), a, b, b, (b,), f"p{p}"))
+    return out
+
+
+def _path(tx: Transmit) -> frames.PathHeader:
+    return frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp)
+
+
+def as_objects() -> tuple[Encode, Decode]:
+    """Hand the frame over as it is (the core alone)."""
+
+    def encode(tx: Transmit) -> object:
+        return frames.Packet(_path(tx), tx.header, bytes(tx.payload))
+
+    def decode(obj: object) -> frames.Packet:
+        assert isinstance(obj, frames.Packet)
+        return obj
+
+    return encode, decode
+
+
+def through(backend: ModuleType) -> tuple[Encode, Decode]:
+    """Encode to bytes on the sending side, decode on the receiving side, with ``backend``."""
+
+    def encode(tx: Transmit) -> object:
+        return backend.encode(_path(tx), tx.header, tx.payload)
+
+    def decode(obj: object) -> frames.Packet:
+        packet: frames.Packet = backend.decode_untrusted(obj)
+        return packet
+
+    return encode, decode
+
+
+@dataclass
+class Result:
+    data_packets: int
+    sender_cpu: float
+    receiver_cpu: float
+
+    @property
+    def sender_pps(self) -> float:
+        return self.data_packets / self.sender_cpu
+
+    @property
+    def receiver_pps(self) -> float:
+        return self.data_packets / self.receiver_cpu
+
+
+def run(trip: tuple[Encode, Decode], nbytes: int, mss: int) -> Result:
+    """One transfer of ``nbytes``; CPU seconds spent on each side."""
+    encode, decode = trip
+    cfg = Config(mss=mss, cc="fixed", fixed_window=512 * 1024, rcvbuf=1 << 30)
+    client = Endpoint(cfg, random.Random(1))
+    server = Endpoint(cfg, random.Random(2), lambda ph: sr_paths(2, 1))
+    conn = client.connect(sr_paths(1, 2), 0.0)
+    now, cpu_s, cpu_r, got = 0.0, 0.0, 0.0, 0
+    data = memoryview(bytes(nbytes))
+    sent = False
+    clock = time.process_time
+    while got < 1:
+        t0 = clock()
+        if conn.state.value == "established" and not sent:
+            conn.send_message(data, now)
+            sent = True
+        to_server = [encode(tx) for tx in client.datagrams_to_send(now)]
+        t1 = clock()
+        for p in to_server:
+            server.receive(decode(p), now)
+        if (t := server.get_timer()) is not None and t <= now:
+            server.handle_timer(now)
+        to_client = [encode(tx) for tx in server.datagrams_to_send(now)]
+        while (event := server.next_event()) is not None:
+            got += type(event).__name__ == "MessageReceived" and sent
+        t2 = clock()
+        for p in to_client:
+            client.receive(decode(p), now)
+        if (t := client.get_timer()) is not None and t <= now:
+            client.handle_timer(now)
+        while client.next_event() is not None:
+            pass
+        t3 = clock()
+        cpu_s += (t1 - t0) + (t3 - t2)
+        cpu_r += t2 - t1
+        now += 20e-6
+    return Result(conn.counters.data_sent, cpu_s, cpu_r)
+
+
+def best(trip: tuple[Encode, Decode], nbytes: int, mss: int, repeats: int) -> Result:
+    runs = [run(trip, nbytes, mss) for _ in range(repeats)]
+    return Result(
+        runs[0].data_packets,
+        min(r.sender_cpu for r in runs),
+        min(r.receiver_cpu for r in runs),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller transfer, one repeat")
+    parser.add_argument("--mss", type=int, default=1200)
+    args = parser.parse_args(argv)
+    nbytes = (4 if args.quick else 24) * 1_000_000
+    repeats = 1 if args.quick else 3
+    modes = [("core alone", as_objects()), ("core + python codec", through(codec))]
+    if wire.BACKEND == "c":
+        fast = importlib.import_module("mrc_transport.wire.fast")
+        modes.append(("core + C codec", through(fast)))
+    else:
+        print("C fast path not built: pure-Python figures only")
+    print(f"{nbytes / 1e6:.0f} MB, MSS {args.mss}, best of {repeats}; data packets per CPU second")
+    print(f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender Gb/s':>13}{'vs alone':>10}")
+    base: Result | None = None
+    for name, trip in modes:
+        r = best(trip, nbytes, args.mss, repeats)
+        base = base or r
+        gbps = r.sender_pps * args.mss * 8 / 1e9
+        ratio = r.sender_pps / base.sender_pps
+        print(f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}{ratio:>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
