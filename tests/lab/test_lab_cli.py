@@ -1,0 +1,123 @@
+"""`mrc lab` as a user runs it, in-process through main(): flap really flaps, bad targets
+on a running lab are one-line exit-2 errors that change nothing, `up` will not overwrite."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from pyroute2 import IPRoute
+
+from labs.check import run_check
+from labs.faults import Lab, read_events
+from labs.state import load_state
+from labs.topology import namespace
+from mrc_transport.cli.main import main
+
+pytestmark = pytest.mark.lab
+
+FLAP_LINK = "t0-p0-0:t1-p0-1"
+PERIOD = 0.3
+COUNT = 3
+SLACK = 0.25  # seconds one cut + restore may add to a period on a busy 2-core machine
+
+
+def run(argv: list[str]) -> int:
+    """main()'s exit code, whether it returns it or argparse raises SystemExit."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert isinstance(code, int)
+    return code
+
+
+def carrier(lab: str, node: str, dev: str) -> tuple[int, int, str]:
+    """(carrier down count, carrier up count, operstate) of node's dev, from the kernel."""
+    with IPRoute(netns=namespace(lab, node)) as ipr:
+        (link,) = ipr.get_links(ifname=dev)
+    return (
+        int(link.get("IFLA_CARRIER_DOWN_COUNT")),
+        int(link.get("IFLA_CARRIER_UP_COUNT")),
+        str(link.get("IFLA_OPERSTATE")),
+    )
+
+
+def all_ok(lab: str) -> bool:
+    return all(r.ok for r in run_check(lab, load_state(lab).topology, timeout=0.6))
+
+
+def test_flap_takes_the_link_down_and_up_count_times(
+    tiny_lab: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = Lab(tiny_lab).topo.link(FLAP_LINK)
+    # The cut sets the lower end (the T0) admin down; the T1's end sees the carrier go.
+    down0, up0, _ = carrier(tiny_lab, link.b, link.b_dev)
+    argv = ["lab", "flap", FLAP_LINK, "--name", tiny_lab, "--period", str(PERIOD)]
+    assert run([*argv, "--count", str(COUNT)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2 * COUNT
+    down1, up1, state = carrier(tiny_lab, link.b, link.b_dev)
+    assert (down1 - down0, up1 - up0) == (COUNT, COUNT)
+    assert state == "UP"
+    assert carrier(tiny_lab, link.a, link.a_dev)[2] == "UP"
+    events = read_events(tiny_lab)
+    assert [(e["kind"], e["target"], e["action"]) for e in events] == [
+        ("cut", FLAP_LINK, "hard"),
+        ("restore", FLAP_LINK, "up"),
+    ] * COUNT
+    times = [e["t_mono"] for e in events]
+    for earlier, later in itertools.pairwise(times):  # down half a period, up half a period
+        assert PERIOD / 2 <= later - earlier < PERIOD / 2 + SLACK
+    cuts = times[::2]
+    for earlier, later in itertools.pairwise(cuts):
+        assert PERIOD <= later - earlier < PERIOD + SLACK
+    assert all_ok(tiny_lab)
+
+
+BAD_TARGETS: list[tuple[list[str], str]] = [
+    (["cut", "h0:t1-p0-0"], "no link 'h0:t1-p0-0'"),
+    (["cut", "t0-p9-0:t1-p9-0"], "no link"),
+    (["cut", "nolink"], "no link"),
+    (["cut", "h0:t0-p0-0", "--mode"], "expected one argument"),
+    (["restore", "t0-p0-0:t1-p0-7"], "no link"),
+    (["restore", "t1-p5-0"], "no node 't1-p5-0'"),
+    (["restore", "h9:p0"], "no node 'h9'"),
+    (["restore", "h0:p7"], "is not HOST:PORT"),
+    (["fail", "t1-p0-9"], "no node 't1-p0-9'"),
+    (["fail", "h0"], "not the host 'h0'"),
+    (["fail", "h0:p2"], "is not HOST:PORT"),
+    (["fail", "h0:eth0"], "is not HOST:PORT"),
+    (["flap", "h0:t0-p1-1"], "no link"),
+    (["flap", FLAP_LINK, "--period", "0"], "--period > 0"),
+    (["flap", FLAP_LINK, "--count", "0"], "--count >= 1"),
+    (["degrade", "h0:h1", "--loss", "5"], "no link"),
+    (["degrade", FLAP_LINK, "--loss", "101"], "percentage in 0..100"),
+    (["exec", "t2-p0-0", "--", "true"], "no node 't2-p0-0'"),
+    (["exec", "h0"], "missing CMD"),
+]
+
+
+def test_bad_targets_are_one_line_errors_that_change_nothing(
+    tiny_lab: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args, expected in BAD_TARGETS:
+        # --name before the rest: exec's CMD takes everything after the node
+        assert run(["lab", args[0], "--name", tiny_lab, *args[1:]]) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err
+        assert expected in err, (args, err)
+    assert read_events(tiny_lab) == []
+    assert all_ok(tiny_lab)
+
+
+def test_up_on_an_existing_lab_needs_force(
+    tiny_lab: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = load_state(tiny_lab)
+    assert run(["lab", "up", "--name", tiny_lab, "--preset", "default"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"lab '{tiny_lab}' exists" in err
+    assert load_state(tiny_lab) == before  # still the tiny lab, untouched
+    assert all_ok(tiny_lab)
