@@ -43,8 +43,20 @@ def sr_paths(src: int, dst: int, planes: int = 2, per_plane: int = 4) -> list[Sr
     return out
 
 
+_PATHS: dict[tuple[SrPath, int, int], frames.PathHeader] = {}
+
+
 def _path(tx: Transmit) -> frames.PathHeader:
-    return frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp)
+    """One PathHeader per (path, EV, DSCP), as an IO layer would keep them: the C codec
+    caches its header template per PathHeader object, and rebuilding it per packet costs
+    more than the encode itself."""
+    key = (tx.path, tx.ev, tx.dscp)
+    ph = _PATHS.get(key)
+    if ph is None:
+        ph = _PATHS[key] = frames.PathHeader(
+            tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp
+        )
+    return ph
 
 
 def as_objects() -> tuple[Encode, Decode]:
