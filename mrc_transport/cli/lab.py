@@ -11,9 +11,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mrc_transport.cli.main import UsageError
+
+if TYPE_CHECKING:
+    from labs.topology import Topology
 
 DEFAULT_LAB = "mrc"
 
@@ -112,27 +115,39 @@ def _need_root() -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from labs.apply import up
-    from labs.topology import check_lab_name, load_yaml, preset
+    from labs.topology import load_yaml, preset
 
-    check_lab_name(args.name)
     topo = load_yaml(args.topology) if args.topology else preset(args.preset or "default")
     _need_root()
-    from rich.progress import Progress
-
-    with Progress(transient=True, console=_stderr_console()) as bar:
-        task = bar.add_task(f"lab {args.name}: {len(topo.nodes)} namespaces", total=None)
-
-        def progress(total: int, _stage: int) -> Callable[[int], None]:
-            bar.update(task, total=total)
-            return lambda n: bar.advance(task, n)
-
-        took = up(topo, args.name, force=args.force, progress=progress)
+    try:
+        took = _up_with_progress(topo, args.name, args.force)
+    except KeyboardInterrupt:
+        # The state file was written first, so down finds whatever was made.
+        print(
+            f"mrc lab up: interrupted; `mrc lab down --name {args.name}` removes the rest",
+            file=sys.stderr,
+        )
+        raise
     print(
         f"lab {args.name} up: {len(topo.hosts)} hosts, {len(topo.switches)} switches, "
         f"{len(topo.links)} links, {topo.planes} planes in {took:.2f} s"
     )
     return 0
+
+
+def _up_with_progress(topo: Topology, name: str, force: bool) -> float:
+    from rich.progress import Progress
+
+    from labs.apply import up
+
+    with Progress(transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task(f"lab {name}: {len(topo.nodes)} namespaces", total=None)
+
+        def progress(total: int, _stage: int) -> Callable[[int], None]:
+            bar.update(task, total=total)
+            return lambda n: bar.advance(task, n)
+
+        return up(topo, name, force=force, progress=progress)
 
 
 def _stderr_console() -> Any:

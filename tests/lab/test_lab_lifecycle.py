@@ -1,4 +1,5 @@
-"""down leaves nothing behind: namespaces, veths, nft tables; also after SIGKILL in `up`."""
+"""down leaves nothing behind: namespaces, veths, nft tables; also after SIGKILL or SIGINT
+in the middle of `up`; `down --all` removes every lab."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,10 @@ import pytest
 from labs import netns
 from labs.apply import down, up
 from labs.errors import LabError
-from labs.state import load_state, state_path
+from labs.state import STATE_DIR_ENV, list_labs, load_state, state_path
 from labs.topology import preset
+from mrc_transport.cli.main import main
+from tests.lab.conftest import require_root_netns, unique_lab
 
 pytestmark = pytest.mark.lab
 
@@ -56,28 +60,28 @@ def test_up_refuses_to_overwrite_without_force(lab_name: str) -> None:
     assert load_state(lab_name).complete
 
 
-def test_down_after_sigkill_in_the_middle_of_up(lab_name: str) -> None:
-    links_before = _root_links()
+def _start_large_up(lab_name: str) -> subprocess.Popen[str]:
+    """`mrc lab up --preset large` in its own session (so a signal to its group reaches
+    its `ip -b` children too, like Ctrl-C in a terminal), once its first namespace exists."""
+    argv = [sys.executable, "-m", "mrc_transport", "lab", "up", "--name", lab_name]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mrc_transport",
-            "lab",
-            "up",
-            "--name",
-            lab_name,
-            "--preset",
-            "large",
-        ],
+        [*argv, "--preset", "large"],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 20
     while not _leftovers(lab_name) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.002)  # polling for the first namespace to appear, then kill at once
+        time.sleep(0.002)  # polling for the first namespace to appear, then signal at once
+    return proc
+
+
+def test_down_after_sigkill_in_the_middle_of_up(lab_name: str) -> None:
+    links_before = _root_links()
+    proc = _start_large_up(lab_name)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.communicate()
     assert state_path(lab_name).exists()
     assert not load_state(lab_name).complete
     assert _leftovers(lab_name)  # it really was killed mid-way, with namespaces made
@@ -85,3 +89,51 @@ def test_down_after_sigkill_in_the_middle_of_up(lab_name: str) -> None:
     assert _leftovers(lab_name) == []
     assert _root_links() == links_before
     assert down(lab_name) == 0
+
+
+@pytest.mark.parametrize("target", ["process", "group"])
+def test_down_after_sigint_in_the_middle_of_up(lab_name: str, target: str) -> None:
+    links_before = _root_links()
+    proc = _start_large_up(lab_name)
+    if target == "group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert f"interrupted; `mrc lab down --name {lab_name}`" in err
+    assert not load_state(lab_name).complete
+    assert _leftovers(lab_name)  # interrupted mid-way, with namespaces made
+    assert main(["lab", "down", "--name", lab_name]) == 0
+    assert _leftovers(lab_name) == []
+    assert not state_path(lab_name).exists()
+    assert _root_links() == links_before
+
+
+@pytest.fixture
+def private_labs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Labs in a state directory of their own, so `down --all` sees only them (other labs
+    on this machine are not ours to remove); every one is removed even on failure."""
+    require_root_netns()
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    names = [unique_lab() for _ in range(3)]
+    try:
+        yield names
+    finally:
+        for name in names:
+            down(name)
+
+
+def test_down_all_removes_every_lab(
+    private_labs: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in private_labs:
+        up(preset("tiny"), name)
+    assert list_labs() == sorted(private_labs)
+    assert main(["lab", "down", "--all"]) == 0
+    assert list_labs() == []
+    assert [n for name in private_labs for n in _leftovers(name)] == []
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == sorted(f"lab {n} down: 12 namespaces removed" for n in private_labs)
+    assert main(["lab", "down", "--all"]) == 0  # nothing left: still fine
