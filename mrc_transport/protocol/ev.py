@@ -116,6 +116,8 @@ class Ev:
     """Outstanding probe (0: none)."""
     next_probe: float = math.inf
     """When to send (or give up on) the next probe."""
+    probe_fails: int = 0
+    """Unanswered probes in a row (they back off)."""
     sent: int = 0
     """Data packets sent on it."""
     acked: int = 0
@@ -281,7 +283,7 @@ class EvSet:
         ev.role = Role.RETIRED
         ev.retired += 1
         if ev.state is EvState.ASSUMED_BAD:
-            ev.probe_ok, ev.probe_id = 0, 0
+            ev.probe_ok, ev.probe_id, ev.probe_fails = 0, 0, 0
             ev.next_probe = now + self.cfg.probe_after_rtts * self.base_rtt
             self.retired[ev.value] = ev
         self._emit(events.PathRetired(now, self.conn, ev.value, ev.plane, reason))
@@ -393,13 +395,18 @@ class EvSet:
         for ev in due:
             if ev.probe_id:
                 ev.probe_ok = 0
-            ev.next_probe = now + self.cfg.probe_retry_rtts * self.base_rtt
+                ev.probe_fails += 1
+            # htsim retries every 5 base RTTs; ours doubles that per unanswered probe (up to
+            # 8x) so a long-dead path costs less
+            backoff = 1 << min(ev.probe_fails, 3)
+            ev.next_probe = now + self.cfg.probe_retry_rtts * self.base_rtt * backoff
         return due
 
     def probe_ok(self, ev: Ev, now: float) -> None:
         """A probe reply came back for ``ev``."""
         ev.probes_ok += 1
         ev.probe_id = 0
+        ev.probe_fails = 0
         if ev.state is not EvState.ASSUMED_BAD:
             return
         ev.probe_ok += 1

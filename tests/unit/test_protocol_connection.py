@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from typing import Any
 
@@ -191,3 +192,33 @@ def test_slow_receiver_is_never_overrun() -> None:
     fabric.run(1.0, lambda: len(b.messages) == 20)
     assert [b.messages[(server.conn, i)] for i in range(20)] == msgs
     assert conn.counters.probes_sent > 0
+
+
+def test_peer_vanishing_ends_in_rto_failure_with_backoff() -> None:
+    fabric, a, b = pair()
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    for link in fabric.links.values():
+        link.dead = True
+    conn.send_message(payload(20_000), fabric.now)
+    fabric.run(60.0, lambda: conn.state is ConnState.CLOSED)
+    rtos = [e for e in a.events if isinstance(e, events.RtoFired)]
+    assert len(rtos) == CFG.max_rto_count + 1
+    gaps = [t1.time - t0.time for t0, t1 in itertools.pairwise(rtos)]
+    assert all(g1 >= g0 for g0, g1 in itertools.pairwise(gaps))  # exponential backoff
+    assert max(e.rto for e in rtos) == CFG.max_rto
+    closed = [e for e in a.events if isinstance(e, events.ConnectionClosed)]
+    assert [e.reason for e in closed] == ["rto failed"]
+
+
+def test_counters_for_a_live_view() -> None:
+    fabric, a, b = pair()
+    transfer(fabric, a, b, [500_000])
+    [conn] = a.endpoint.connections.values()
+    planes = conn.plane_counters()
+    assert set(planes) == {0, 1}
+    assert sum(p.sent for p in planes.values()) == conn.counters.data_sent
+    assert all(p.up and p.usable > 0 for p in planes.values())
+    assert conn.counters.messages_acked == 1
+    assert a.endpoint.counters.connections == 1
+    assert b.endpoint.counters.connections == 1
