@@ -1,0 +1,318 @@
+"""`mrc perf` sessions: iperf3's test over one or more MRC connections, verified end to end.
+
+Theory of operation
+-------------------
+Every message starts with one type byte; the rest is its body:
+
+- ``P`` (client -> server, first message): the test parameters, JSON;
+- ``D``: data; the receiver hashes the bodies of every D in MSN order (sha256);
+- ``E`` (sender -> receiver, after the last D): JSON with the bytes sent, their sha256, the
+  sender's seconds and the sender's counters (per plane and per EV);
+- ``R`` (receiver -> sender): JSON with the bytes received, their sha256, the receiver's
+  seconds, ``verified`` (byte count and hash equal) and the receiver's counters.
+
+The client closes the connection after the last of these (CLOSE waits until everything
+sent is acknowledged). The sender is the client, or the server with ``reverse``. Both
+sides end knowing both hashes, so either can fail loudly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import trio
+
+from mrc_transport.io.endpoint import ConnHandle
+from mrc_transport.protocol.ev import Role
+
+KIND_PARAMS, KIND_DATA, KIND_END, KIND_RESULT = b"P", b"D", b"E", b"R"
+POOL_SIZE = 8 << 20  # random bytes that data messages are cut from (ours)
+UNACKED_LIMIT = 4 << 20  # bytes queued in the core beyond what is acknowledged: bounds
+# how long -t overruns (ours: ~160 ms at 200 Mbit/s)
+CONTROL_TIMEOUT = 30.0  # seconds to wait for a control message once data is done (ours)
+
+
+class PerfError(Exception):
+    """The peer broke the session's rules (one line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PerfParams:
+    """What the client asks for; travels in the P message."""
+
+    session: str
+    """Random id shared by the connections of one client run."""
+    index: int
+    """This connection's number, 0 .. parallel - 1."""
+    parallel: int
+    """Connections in the session (-P)."""
+    reverse: bool
+    """The server sends (-R)."""
+    duration: float
+    """Seconds to send (-t) when nbytes is 0."""
+    nbytes: int
+    """Bytes this connection sends (its share of -n), 0 = by duration."""
+    length: int
+    """Message size (-l)."""
+    rate_bps: float
+    """Target rate per connection (-b), 0 = as fast as possible."""
+    planes: tuple[int, ...] = ()
+    """Planes the sender may use (--planes); empty = all."""
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json_untrusted(cls, body: bytes | bytearray) -> PerfParams:
+        try:
+            raw = json.loads(body)
+            p = cls(
+                session=str(raw["session"]), index=int(raw["index"]),
+                parallel=int(raw["parallel"]), reverse=bool(raw["reverse"]),
+                duration=float(raw["duration"]), nbytes=int(raw["nbytes"]),
+                length=int(raw["length"]), rate_bps=float(raw["rate_bps"]),
+                planes=tuple(int(x) for x in raw.get("planes", ())),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PerfError(f"bad parameters message: {exc}") from None
+        if not 1 <= p.length <= 1 << 30 or p.nbytes < 0 or p.duration < 0 or p.parallel < 1:
+            raise PerfError("parameters out of range")
+        return p
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """Live numbers of one connection's test, read by the interval reporter."""
+
+    handle: ConnHandle
+    """The connection."""
+    sending: bool
+    """True on the data sender."""
+    t0: float = 0.0
+    """Monotonic time the data phase started."""
+    t1: float = 0.0
+    """Monotonic time it ended (0 while running)."""
+    data_bytes: int = 0
+    """Sender: data bytes queued. Receiver: data bytes delivered."""
+    data_acked: int = 0
+    """Sender: data bytes acknowledged, once the data phase ended."""
+    acked_base: int = 0
+    """Sender: the connection's acked bytes when the data phase started."""
+    length: int = 1
+    """Sender: message body size."""
+    records: list[tuple[float, int]] = field(default_factory=list)
+    """Receiver: (monotonic time, bytes) of every data message delivered."""
+    local: dict[str, Any] = field(default_factory=dict)
+    """Our E or R message, once sent."""
+    peer: dict[str, Any] = field(default_factory=dict)
+    """The peer's E or R message, once received."""
+    verified: bool | None = None
+    """Both hashes and byte counts equal (None until known)."""
+
+    @property
+    def progress_bytes(self) -> int:
+        """What an interval line counts: acknowledged on the sender, delivered on the
+        receiver (iperf3 counts written bytes; acknowledged ones say more)."""
+        if not self.sending:
+            return self.data_bytes
+        if self.t1:
+            return self.data_acked
+        # acked bytes include each message's type byte (and maybe P): close enough for lines
+        acked = (self.handle.acked_bytes - self.acked_base) * self.length // (self.length + 1)
+        return max(0, min(acked, self.data_bytes))
+
+
+def conn_report(handle: ConnHandle) -> dict[str, Any]:
+    """A connection's counters, per plane and per EV, for E/R messages and -J."""
+    conn = handle.conn
+    planes = []
+    for pc in conn.plane_counters().values():
+        planes.append({
+            "plane": pc.plane, "up": pc.up, "active_evs": len(pc.evs), "usable_evs": pc.usable,
+            "retired_evs": pc.retired, "sent": pc.sent, "acked": pc.acked, "ecn": pc.ecn,
+            "lost": pc.lost,
+        })
+    evs = [
+        {"ev": e.value, "plane": e.plane, "hops": list(e.path.hops), "state": e.state.value,
+         "role": e.role.value, "sent": e.sent, "acked": e.acked, "ecn": e.ecn, "lost": e.lost,
+         "retired": e.retired, "readmitted": e.readmitted}
+        for e in conn.evs.by_value.values()
+        if e.sent or e.role is not Role.BACKUP
+    ]
+    srtt = conn.sender.srtt
+    return {
+        "counters": asdict(conn.counters),
+        "planes": planes,
+        "evs": evs,
+        "srtt_us": None if srtt is None else round(srtt * 1e6, 1),
+    }
+
+
+def _message(kind: bytes, doc: dict[str, Any]) -> bytes:
+    return kind + json.dumps(doc).encode()
+
+
+async def _control(handle: ConnHandle, kind: bytes) -> dict[str, Any]:
+    """The next message, which must be a control message of ``kind``."""
+    with trio.move_on_after(CONTROL_TIMEOUT) as scope:
+        _, msg = await handle.receive()
+    if scope.cancelled_caught:
+        raise PerfError(f"no {kind.decode()} message within {CONTROL_TIMEOUT:.0f} s")
+    if msg[:1] != kind:
+        raise PerfError(f"expected a {kind.decode()} message, got {bytes(msg[:1])!r}")
+    try:
+        doc = json.loads(msg[1:])
+    except ValueError:
+        raise PerfError(f"{kind.decode()} message is not JSON") from None
+    if not isinstance(doc, dict):
+        raise PerfError(f"{kind.decode()} message is not a JSON object")
+    return doc
+
+
+_POOL: bytes | None = None
+
+
+def _pool() -> bytes:
+    global _POOL
+    if _POOL is None:
+        _POOL = os.urandom(POOL_SIZE)
+    return _POOL
+
+
+async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], float]) -> None:
+    """The sender's data phase, then E; returns when every data byte is acknowledged."""
+    handle = stats.handle
+    pool = _pool()
+    hasher = hashlib.sha256()
+    length = params.length
+    stats.t0 = t0 = clock()
+    deadline = t0 + params.duration
+    offset = 0
+    stats.acked_base, stats.length = handle.acked_bytes, length
+    while True:
+        now = clock()
+        left = params.nbytes - stats.data_bytes if params.nbytes else length
+        if left <= 0 or (not params.nbytes and now >= deadline):
+            break
+        n = min(length, left)
+        if params.rate_bps:
+            due = t0 + (stats.data_bytes + n) * 8 / params.rate_bps
+            if due > now:
+                await trio.sleep(due - now)
+        if offset + n > len(pool):
+            offset = 0
+        body = memoryview(pool)[offset : offset + n]
+        offset += n
+        hasher.update(body)
+        handle.send(KIND_DATA + body)
+        stats.data_bytes += n
+        await handle.wait_unacked_below(UNACKED_LIMIT)
+    await handle.wait_unacked_below(0)
+    stats.t1 = clock()
+    stats.data_acked = stats.data_bytes
+    stats.local = {"bytes": stats.data_bytes, "sha256": hasher.hexdigest(),
+                   "seconds": stats.t1 - stats.t0, **conn_report(handle)}
+    handle.send(_message(KIND_END, stats.local))
+
+
+async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
+    """The receiver's data phase: D messages until E, then R with the verdict."""
+    handle = stats.handle
+    hasher = hashlib.sha256()
+    stats.t0 = clock()
+    while True:
+        t, msg = await handle.receive()
+        kind = msg[:1]
+        if kind == KIND_DATA:
+            n = len(msg) - 1
+            hasher.update(memoryview(msg)[1:])
+            stats.data_bytes += n
+            stats.records.append((t, n))
+            continue
+        if kind != KIND_END:
+            raise PerfError(f"expected data or E, got a {bytes(kind)!r} message")
+        break
+    stats.t1 = clock()
+    try:
+        stats.peer = json.loads(msg[1:])
+        sent, digest = int(stats.peer["bytes"]), str(stats.peer["sha256"])
+    except (ValueError, KeyError, TypeError):
+        raise PerfError("E message is not valid") from None
+    mine = hasher.hexdigest()
+    stats.verified = sent == stats.data_bytes and digest == mine
+    stats.local = {"bytes": stats.data_bytes, "sha256": mine, "seconds": stats.t1 - stats.t0,
+                   "verified": stats.verified, **conn_report(handle)}
+    handle.send(_message(KIND_RESULT, stats.local))
+
+
+async def _sender_finish(stats: StreamStats) -> None:
+    stats.peer = await _control(stats.handle, KIND_RESULT)
+    stats.verified = bool(
+        stats.peer.get("verified")
+        and stats.peer.get("bytes") == stats.local["bytes"]
+        and stats.peer.get("sha256") == stats.local["sha256"]
+    )
+
+
+def _deny_planes(handle: ConnHandle, planes: tuple[int, ...], now: float) -> None:
+    if not planes:
+        return
+    evs = handle.conn.evs
+    for e in list(evs.by_value.values()):
+        if e.plane not in planes:
+            evs.deny(e.value, now)
+
+
+async def client_stream(
+    handle: ConnHandle, params: PerfParams, stats: StreamStats, clock: Callable[[], float]
+) -> None:
+    """One connection of a client run, from SETUP to CLOSE_ACK."""
+    await handle.wait_established()
+    handle.send(KIND_PARAMS + params.to_json())
+    if params.reverse:
+        await receive_data(stats, clock)
+    else:
+        _deny_planes(handle, params.planes, clock())
+        await send_data(stats, params, clock)
+        await _sender_finish(stats)
+    handle.close()
+    await handle.wait_closed()
+
+
+async def server_stream(
+    handle: ConnHandle, clock: Callable[[], float],
+    on_params: Callable[[PerfParams, StreamStats], None] | None = None,
+) -> tuple[PerfParams, StreamStats]:
+    """One connection on the server: read P, run the test, wait for the client's CLOSE."""
+    _, first = await handle.receive()
+    if first[:1] != KIND_PARAMS:
+        raise PerfError("the first message is not P")
+    params = PerfParams.from_json_untrusted(first[1:])
+    stats = StreamStats(handle, sending=params.reverse)
+    if on_params is not None:
+        on_params(params, stats)
+    if params.reverse:
+        _deny_planes(handle, params.planes, clock())
+        await send_data(stats, params, clock)
+        await _sender_finish(stats)
+    else:
+        await receive_data(stats, clock)
+    with trio.move_on_after(CONTROL_TIMEOUT):
+        await handle.wait_closed()
+    return params, stats
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process."""
+    t = os.times()
+    return t.user, t.system
+
+
+def monotonic() -> float:
+    return time.monotonic()
