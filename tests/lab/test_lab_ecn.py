@@ -16,6 +16,8 @@ import struct
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -45,20 +47,27 @@ links:
 """
 
 
-@pytest.fixture(scope="module")
-def ecn_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
-    """One tiny lab for the module; every link class marks with PROBABILITY, so a marking
-    last hop (T0 -> host) would show up in both tests below."""
+@contextmanager
+def lab_from_yaml(text: str, tmp: Path) -> Iterator[tuple[str, Topology]]:
+    """A lab built from a topology file, under a unique name, always removed."""
     require_root_netns()
     name = unique_lab()
-    path = tmp_path_factory.mktemp("ecn") / "ecn.yaml"
-    path.write_text(TOPOLOGY)
+    path = tmp / "topology.yaml"
+    path.write_text(text)
     topo = load_yaml(path)
     try:
         up(topo, name)
         yield name, topo
     finally:
         down(name)
+
+
+@pytest.fixture(scope="module")
+def ecn_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
+    """One tiny lab for the module; every link class marks with PROBABILITY, so a marking
+    last hop (T0 -> host) would show up in both tests below."""
+    with lab_from_yaml(TOPOLOGY, tmp_path_factory.mktemp("ecn")) as lab:
+        yield lab
 
 
 def _receiver(lab: str, host: str, path: SrPath) -> socket.socket:
@@ -107,8 +116,10 @@ def send(
     encoding: Encoding,
     tclass: int = ECT0,
     count: int = PACKETS,
+    gap: float = 0.0,
 ) -> list[int]:
-    """ECN bits of every packet that arrived, of ``count`` packets sent over path."""
+    """ECN bits of every packet that arrived, of ``count`` packets sent over path, back to
+    back or paced ``gap`` seconds apart (pacing is the stimulus, not a wait)."""
     nonce = os.urandom(8)
     got: dict[int, int] = {}
     rx = _receiver(lab, dst, path)
@@ -116,13 +127,16 @@ def send(
         tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     with rx, tx:
         for start in range(0, count, WAVE):
-            for seq in range(start, start + WAVE):
+            end = min(count, start + WAVE)
+            for seq in range(start, end):
                 pkt, first = build_probe(
                     path, encoding, _SEQ.pack(nonce, seq), sport=PORT, dport=PORT, tclass=tclass
                 )
                 tx.sendto(pkt, (str(first), 0))
-            _wait(rx, nonce, got, start + WAVE)
-    return list(got.values())
+                if gap:
+                    time.sleep(gap)
+            _wait(rx, nonce, got, end)
+    return [got[seq] for seq in sorted(got)]  # in sending order
 
 
 def _tolerance(p: float, n: int) -> float:
@@ -164,3 +178,37 @@ def test_not_ect_packets_are_never_marked(ecn_lab: tuple[str, Topology]) -> None
     ecn = send(lab, "h0", "h2", path, "srh", tclass=NOT_ECT, count=WAVE)
     assert len(ecn) >= 0.99 * WAVE
     assert set(ecn) == {NOT_ECT}
+
+
+RATE_FRACTION = 0.01  # of 100 Mbit/s: mark what exceeds 125 kbytes/s
+RATE_TOPOLOGY = f"""
+preset: tiny
+links:
+  t0_t1: {{ecn: {{mode: rate, rate_fraction: {RATE_FRACTION}}}}}
+"""
+# nft's byte limit starts with, and refills to, one second of its rate (kernel nft_limit:
+# tokens_max = unit x (rate + burst) / rate, unit = 1 s): that much passes unmarked.
+BUCKET = 125 * 1024
+TRICKLE = 40
+TRICKLE_GAP = 0.005  # 40 x 132 bytes every 5 ms: ~26 kbytes/s, below the mark rate
+BURST = 3000  # 396 kbytes back to back: three buckets
+
+
+def test_rate_mode_marks_above_the_rate_after_one_bucket(tmp_path: Path) -> None:
+    with lab_from_yaml(RATE_TOPOLOGY, tmp_path) as (lab, topo):
+        path = paths(topo, "h0", "h2")[0]
+        size = len(build_probe(path, "srh", _SEQ.pack(b"", 0))[0])
+        trickle = send(lab, "h0", "h2", path, "srh", count=TRICKLE, gap=TRICKLE_GAP)
+        t0 = time.monotonic()
+        burst = send(lab, "h0", "h2", path, "srh", count=BURST)
+        took = time.monotonic() - t0
+    assert len(trickle) == TRICKLE
+    assert trickle.count(CE) == 0
+    assert len(burst) >= 0.99 * BURST
+    unmarked = size * (len(burst) - burst.count(CE))
+    refill = RATE_FRACTION * 100e6 / 8 * took
+    tail = burst[-BURST // 3 :]
+    print(f"rate mode: {unmarked} bytes unmarked, bucket {BUCKET} + refill {refill:.0f}")
+    assert 0.8 * BUCKET <= unmarked <= 1.2 * BUCKET + refill
+    assert burst[:100] == [ECT0] * 100  # the bucket is full at first
+    assert tail.count(CE) / len(tail) > 0.9  # then every packet above the rate is CE
