@@ -47,7 +47,8 @@ class LinkClass:
     ecn_probability: float = 0.01
     """With ecn="probability": fraction of ECT packets marked CE."""
     ecn_rate_fraction: float = 0.9
-    """With ecn="rate": mark every ECT packet above this fraction of rate_bps."""
+    """With ecn="rate": mark every ECT packet above this fraction of rate_bps, once one
+    second's worth of it has passed unmarked (nft's byte-limit bucket; docs/lab.md)."""
 
 
 @dataclass(frozen=True, slots=True)
