@@ -1,0 +1,164 @@
+"""`mrc demo`: the workshop demos (issue 6). Parsing and printing only; the work is in
+mrc_transport/demo/ (failover.py, collisions.py).
+
+    mrc demo failover [--preset P | --topology FILE] [--schedule FILE] [--duration S]
+                      [--out DIR] [--name LAB] [--no-live]
+    mrc demo collisions [--preset P | --topology FILE] [--duration S] [--out DIR] [--name LAB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mrc_transport.cli.main import UsageError
+
+if TYPE_CHECKING:
+    from labs.topology import Topology
+
+DEFAULT_LAB = "demo"
+DEFAULT_OUT = "demo-out"
+
+
+def register(subparsers: Any, help_text: str) -> None:
+    demo = subparsers.add_parser("demo", help=help_text, description=help_text)
+    sub = demo.add_subparsers(dest="demo_command", metavar="DEMO", parser_class=type(demo))
+    demo.set_defaults(func=_no_demo)
+
+    p = sub.add_parser("failover", help="cut links under an MRC transfer and a TCP flow",
+                       description="cut links under an MRC transfer and a single-path TCP "
+                                   "flow; measure stalls and recovery")
+    _common(p)
+    p.add_argument("--schedule", metavar="FILE", help="YAML list of faults (default: issue 6's)")
+    p.add_argument("--duration", type=_seconds, default=None, metavar="S",
+                   help="scale the schedule to this many seconds of transfer")
+    p.add_argument("--no-live", dest="live", action="store_false",
+                   help="no live view: one line per fault")
+    p.add_argument("--from", dest="src", metavar="HOST", help="sender (default: first host "
+                                                                 "of the last rack)")
+    p.add_argument("--to", dest="dst", metavar="HOST", help="receiver (default: h0)")
+    p.set_defaults(func=_failover)
+
+    p = sub.add_parser("collisions", help="two-rack permutation: ECMP TCP versus MRC",
+                       description="two-rack permutation traffic: single-path TCP over ECMP "
+                                   "versus one MRC connection per pair")
+    _common(p)
+    p.add_argument("--duration", type=_seconds, default=8.0, metavar="S",
+                   help="seconds per run (default 8)")
+    p.set_defaults(func=_collisions)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", choices=("tiny", "default", "large"), default=None)
+    src.add_argument("--topology", metavar="FILE", help="YAML topology file")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help=f"folder for the report and PNGs (default {DEFAULT_OUT})")
+    p.add_argument("--name", default=DEFAULT_LAB, type=_lab_name,
+                   help=f"lab name (default {DEFAULT_LAB})")
+
+
+def _lab_name(text: str) -> str:
+    from labs.errors import TopologyError
+    from labs.topology import check_lab_name
+
+    try:
+        return check_lab_name(text)
+    except TopologyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be in (0, 3600] seconds, not {text}")
+    return value
+
+
+def _no_demo(args: argparse.Namespace) -> int:
+    raise UsageError("missing DEMO (failover or collisions)")
+
+
+def _topology(args: argparse.Namespace) -> tuple[Topology, str | None]:
+    from labs.errors import LabError
+    from labs.topology import load_yaml, preset
+
+    try:
+        if args.topology:
+            return load_yaml(args.topology), None
+        name = args.preset or "default"
+        return preset(name), name
+    except LabError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        raise UsageError("needs root (network namespaces); try sudo")
+
+
+def failover_config(args: argparse.Namespace) -> Any:
+    """Everything checked before anything is built: topology, schedule, targets, hosts."""
+    from mrc_transport.demo import schedule as sched
+    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.demo.failover import FailoverConfig, pick_hosts
+
+    topo, preset = _topology(args)
+    try:
+        steps = sched.load_schedule(args.schedule) if args.schedule else sched.default_schedule()
+        if args.duration is not None:
+            steps = sched.scaled(steps, args.duration)
+        duration = sched.natural_duration(steps)
+        sched.check_targets(steps, topo)
+        pick_hosts(topo, args.src, args.dst)
+    except DemoError as exc:
+        raise UsageError(str(exc)) from None
+    return FailoverConfig(topo=topo, lab=args.name, steps=tuple(steps), duration=duration,
+                          out=Path(args.out), live=args.live, preset=preset,
+                          src=args.src, dst=args.dst)
+
+
+def _failover(args: argparse.Namespace) -> int:
+    from mrc_transport.demo.failover import run_failover
+
+    cfg = failover_config(args)
+    _need_root()
+    return _guarded(args, lambda: run_failover(cfg))
+
+
+def _guarded(args: argparse.Namespace, run: Callable[[], dict[str, Any]]) -> int:
+    """A lab that exists or a bad target: usage (2). A run that went wrong (a child that
+    failed, a command in the lab that failed): one line, exit 1. Not verified: exit 1."""
+    from labs.errors import ApplyError, LabError
+    from mrc_transport.demo.errors import DemoError
+
+    try:
+        doc = run()
+    except (DemoError, ApplyError) as exc:
+        print(f"mrc demo {args.demo_command}: error: {exc}", file=sys.stderr)
+        return 1
+    except LabError as exc:
+        raise UsageError(str(exc)) from None
+    return 0 if doc["verified"] else 1
+
+
+def _collisions(args: argparse.Namespace) -> int:
+    from mrc_transport.demo.collisions import CollisionsConfig, check_fabric, run_collisions
+    from mrc_transport.demo.errors import DemoError
+
+    topo, preset = _topology(args)
+    try:
+        check_fabric(topo)
+    except DemoError as exc:
+        raise UsageError(str(exc)) from None
+    _need_root()
+    cfg = CollisionsConfig(topo=topo, lab=args.name, duration=args.duration,
+                           out=Path(args.out), preset=preset)
+    return _guarded(args, lambda: run_collisions(cfg))

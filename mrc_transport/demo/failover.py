@@ -1,0 +1,468 @@
+"""`mrc demo failover`: break the fabric under an MRC transfer and a single-path TCP flow.
+
+Theory of operation (issue 6). On one host pair in different racks, the demo
+
+1. brings up the lab (``labs.apply.up``) under its own name;
+2. starts the receivers in the destination host's namespace: the TCP baseline
+   (demo/tcpflow.py) and `mrc perf -s -1`, both writing one delivery record per receive;
+3. starts the TCP sender alone and finds its T0-T1 link from the switches' tx counters
+   (ECMP hashes it; nobody can predict it: demo/schedule.py ``measure_tcp_link``), which
+   fills the schedule's placeholders (@tcp-link, @tcp-t1, @src-port);
+4. starts the MRC client (`mrc perf -c --json-stream`); its ``start`` event is t_origin,
+   the zero of the schedule and of every figure;
+5. plays the schedule (labs/faults.py logs each fault with time.monotonic()) while the live
+   view draws the flows, the planes and the faults;
+6. waits for every flow to end verified, reads the records and the fault log, and computes
+   per fault the MRC stall, MRC recovery to 90% of the capacity that survives (the fraction
+   of MRC's SRv6 paths the fault leaves alive, labs/paths.py) and the TCP stall
+   (demo/timeline.py), then writes report.json and timeline.png.
+
+The lab is torn down in a ``finally`` (also on Ctrl-C) after the children are killed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from labs import addressing
+from labs.paths import path_links, paths
+from labs.topology import Topology, namespace
+from mrc_transport.demo import schedule as sched
+from mrc_transport.demo.errors import DemoError
+from mrc_transport.demo.live import LiveSnapshot, format_fault
+from mrc_transport.demo.records import read_records
+from mrc_transport.demo.report import (
+    FaultRow,
+    FlowKind,
+    failover_report,
+    fault_rows,
+    flow_reports,
+    print_summary,
+    write_json,
+)
+from mrc_transport.demo.timeline import (
+    Delivery,
+    FaultWindow,
+    Params,
+    analyse,
+    flow_totals,
+    goodput_per_flow,
+    pair_events,
+)
+
+MRC_PORT = 4791
+TCP_PORT = 5201
+MSG_LEN = "16K"
+"""MRC message size: one delivery record per message, so it sets the time resolution of a
+stall (16 KiB = 1.3 ms at 100 Mbit/s; perf's default 128K would be 10 ms)."""
+MEASURE_S = 0.5
+"""Seconds of TCP-only traffic over which its T0-T1 link is found."""
+MEASURE_MIN_BYTES = 500_000
+START_SLACK_S = 4.0
+"""The TCP sender runs this much longer than measure + duration: the MRC client's start-up
+(a Python import, the SETUP handshake) must not eat into TCP's share of the schedule."""
+INTERVAL_S = 0.25
+"""MRC client's --json-stream interval: the live view's refresh of MRC's numbers."""
+FLOWS: Mapping[str, FlowKind] = {"mrc": "mrc", "tcp": "tcp"}
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverConfig:
+    """One run of the demo."""
+
+    topo: Topology
+    """The fabric."""
+    lab: str
+    """Lab name (namespaces mrc-<lab>-*)."""
+    steps: tuple[sched.Step, ...]
+    """The fault schedule, placeholders unresolved."""
+    duration: float
+    """Seconds of transfer from t_origin."""
+    out: Path
+    """Output folder."""
+    live: bool = True
+    """Draw the rich live view (else one line per fault)."""
+    preset: str | None = None
+    """Preset name, for the report."""
+    src: str | None = None
+    """Sending host (default: the first host of the last rack)."""
+    dst: str | None = None
+    """Receiving host (default: the first host of rack 0)."""
+    bin_s: float = 0.01
+    """Goodput bin (issue 6: 10 ms or finer)."""
+
+
+def pick_hosts(topo: Topology, src: str | None, dst: str | None) -> tuple[str, str]:
+    """The sender and receiver: different racks, so the traffic crosses T0-T1 links."""
+    if topo.racks < 2:
+        raise DemoError("the failover demo needs at least 2 racks (traffic must cross a T1)")
+    src = src or topo.hosts_in_rack(topo.racks - 1)[0]
+    dst = dst or topo.hosts_in_rack(0)[0]
+    for h in (src, dst):
+        if h not in topo.hosts:
+            raise DemoError(f"no host {h!r} in this fabric ({', '.join(topo.hosts)})")
+    if topo.rack_of(src) == topo.rack_of(dst):
+        raise DemoError(f"{src} and {dst} share a rack: pick hosts in different racks")
+    return src, dst
+
+
+# -- which MRC paths a fault kills --------------------------------------------------------
+
+
+def path_killed(fault: FaultWindow, src: str, dst: str, path: Any) -> bool:
+    """True when the fault stops every packet on this SRv6 path (a degrade does not)."""
+    if fault.kind in ("cut", "flap"):
+        return fault.target in path_links(src, dst, path)
+    if fault.kind != "fail":
+        return False
+    host, _, port = fault.target.partition(":")
+    if port:
+        return host in (src, dst) and path.port == port
+    return fault.target in path.hops
+
+
+def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWindow, str], float]:
+    """MRC's paths alive / paths before, per fault (TCP: 1, it has no other path)."""
+    all_paths = paths(topo, src, dst)
+
+    def fraction(fault: FaultWindow, flow: str) -> float:
+        if FLOWS.get(flow) != "mrc":
+            return 1.0
+        alive = sum(not path_killed(fault, src, dst, p) for p in all_paths)
+        return alive / len(all_paths)
+
+    return fraction
+
+
+def label_flaps(faults: Sequence[FaultWindow], played: Sequence[tuple[sched.Step, float, float]]
+                ) -> list[FaultWindow]:
+    """The lab logs a flap as cut/restore pairs; call those cycles what they were."""
+    spans = [(s, a, b) for s, a, b in played if s.action == "flap"]
+    out = []
+    for f in faults:
+        hit = next(((s, a, b) for s, a, b in spans
+                     if s.target == f.target and a <= f.t_start <= b), None)
+        out.append(replace(f, kind="flap", action=f"cycle {f.action}") if hit else f)
+    return out
+
+
+# -- the live view's numbers ------------------------------------------------------------------
+
+
+@dataclass
+class LiveState:
+    """What the children told us so far; the live view reads it (a LiveSource)."""
+
+    t_origin: float
+    lab: str
+    planes: int
+    flow_scale_bps: float
+    plane_scale_bps: float
+    tcp_plane: int | None = None
+    mrc_bps: float = 0.0
+    active_evs: int | None = None
+    retired_evs: int | None = None
+    tcp_bps: float = 0.0
+    plane_bps: dict[int, float] = field(default_factory=dict)
+    _tcp_last: tuple[float, int] | None = None
+
+    def on_mrc(self, ev: Mapping[str, Any]) -> None:
+        if ev.get("event") != "interval":
+            return
+        s = ev.get("data", {}).get("sum", {})
+        self.mrc_bps = float(s.get("bits_per_second", 0.0))
+        self.active_evs, self.retired_evs = s.get("active_evs"), s.get("retired_evs")
+
+    def on_tcp(self, ev: Mapping[str, Any]) -> None:
+        if ev.get("event") != "progress":
+            return
+        t, n = float(ev["t_mono"]), int(ev["bytes"])
+        if self._tcp_last is not None and t > self._tcp_last[0]:
+            self.tcp_bps = (n - self._tcp_last[1]) * 8 / (t - self._tcp_last[0])
+        self._tcp_last = (t, n)
+
+    def on_ports(self, bps: Mapping[int, float]) -> None:
+        """Sender's port tx rate per plane; TCP's share is taken off its plane."""
+        self.plane_bps = {p: max(0.0, v - (self.tcp_bps if p == self.tcp_plane else 0.0))
+                          for p, v in bps.items()}
+
+    def snapshot(self) -> LiveSnapshot:
+        from labs.faults import read_events
+
+        faults = [format_fault(e, self.t_origin) for e in read_events(self.lab)
+                  if float(e["t_mono"]) >= self.t_origin]
+        total = None
+        if self.active_evs is not None and self.retired_evs is not None:
+            total = self.active_evs + self.retired_evs
+        return LiveSnapshot(
+            t=time.monotonic() - self.t_origin,
+            flows=[("mrc", "mrc", self.mrc_bps), ("tcp", "tcp", self.tcp_bps)],
+            planes=[(p, self.plane_bps.get(p, 0.0)) for p in range(self.planes)],
+            flow_scale_bps=self.flow_scale_bps, plane_scale_bps=self.plane_scale_bps,
+            active_evs=self.active_evs, total_evs=total, faults=faults,
+        )
+
+
+async def poll_ports(state: LiveState, lab: str, host: str, every: float) -> None:
+    """Sample the sender's port tx counters (port pN is plane N) for the plane bars."""
+    import trio
+
+    last: tuple[float, dict[tuple[str, str], int]] | None = None
+    while True:
+        snap = await trio.to_thread.run_sync(sched.read_tx_counters, lab, [host])
+        t = time.monotonic()
+        if last is not None and t > last[0]:
+            rates = {}
+            for p in range(state.planes):
+                key = (host, f"p{p}")
+                rates[p] = max(0, snap.get(key, 0) - last[1].get(key, 0)) * 8 / (t - last[0])
+            state.on_ports(rates)
+        last = (t, snap)
+        await trio.sleep(every)
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the transfer phase produced, for the analysis."""
+
+    t_origin: float = 0.0
+    t_stop: float = 0.0
+    tcp_link: str = ""
+    steps: list[sched.Step] = field(default_factory=list)
+    played: list[tuple[sched.Step, float, float]] = field(default_factory=list)
+    mrc_end: dict[str, Any] = field(default_factory=dict)
+    mrc_rc: int | None = None
+    tcp_rx_end: dict[str, Any] = field(default_factory=dict)
+    tcp_tx_end: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _say(console: Any, text: str) -> None:
+    console.print(text, highlight=False)
+
+
+async def _transfer(cfg: FailoverConfig, src: str, dst: str, children: Any, out: Outcome,
+                    console: Any) -> None:
+    import trio
+
+    from labs.faults import Lab
+    from mrc_transport.demo.live import run_live
+    from mrc_transport.demo.procs import perf_argv, tcpflow_argv
+
+    topo, lab = cfg.topo, cfg.lab
+    ns_src, ns_dst = namespace(lab, src), namespace(lab, dst)
+    mrc_rec, tcp_rec = cfg.out / "mrc.jsonl", cfg.out / "tcp.jsonl"
+    for p in (mrc_rec, tcp_rec):
+        p.unlink(missing_ok=True)
+    rate = float(topo.host_link.rate_bps)
+    state = LiveState(0.0, lab, topo.planes, rate * topo.planes, rate)
+    async with trio.open_nursery() as nursery:
+        tcp_rx = await children.start(nursery, "tcp-recv", ns_dst, tcpflow_argv(
+            "recv", "--port", str(TCP_PORT), "--flow", "tcp", "--records", str(tcp_rec),
+            "--progress", "0.1", "--accept-timeout", "60"))
+        tcp_rx.on_event = state.on_tcp
+        srv = await children.start(nursery, "mrc-server", ns_dst, perf_argv(
+            "-s", "-1", "--lab", lab, "-p", str(MRC_PORT), "--json-stream", "-i", "0",
+            "--records", str(mrc_rec), "--flow", "mrc"))
+        await tcp_rx.wait_event("listening", 30)
+        await srv.wait_event("listening", 30)
+        tcp_s = cfg.duration + MEASURE_S + START_SLACK_S
+        tcp_tx = await children.start(nursery, "tcp-send", ns_src, tcpflow_argv(
+            "send", str(addressing.baseline_address(topo, dst)), "--port", str(TCP_PORT),
+            "-t", f"{tcp_s:.3f}"))
+        await tcp_rx.wait_event("progress", 30)
+        out.tcp_link = await trio.to_thread.run_sync(
+            sched.measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES)
+        state.tcp_plane = topo.link(out.tcp_link).plane
+        out.steps = sched.resolve(cfg.steps, sched.bindings_for(topo, out.tcp_link, src))
+        sched.check_targets(out.steps, topo)
+        _say(console, f"TCP flow {src} -> {dst} hashed onto [bold]{out.tcp_link}[/] "
+                      f"(plane {state.tcp_plane}); starting MRC")
+        cli = await children.start(nursery, "mrc-client", ns_src, perf_argv(
+            "-c", dst, "--lab", lab, "-p", str(MRC_PORT), "-t", f"{cfg.duration:.3f}",
+            "-l", MSG_LEN, "--json-stream", "-i", str(INTERVAL_S)))
+        cli.on_event = state.on_mrc
+        await cli.wait_event("start", 30)
+        out.t_origin = state.t_origin = time.monotonic()
+        out.t_stop = out.t_origin + cfg.duration
+        injector = Lab(lab)
+
+        async def play() -> None:
+            for step in sorted(out.steps, key=lambda s: s.at):
+                await trio.sleep_until(_trio_at(out.t_origin + step.at))
+                t_before = time.monotonic()
+                # ip/nft (and a flap's sleeps) in a worker: the view and readers keep going
+                await trio.to_thread.run_sync(partial(sched.apply_step, injector, step))
+                out.played.append((step, t_before, time.monotonic()))
+                if not cfg.live:
+                    _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
+
+        async with trio.open_nursery() as flows:
+            done = trio.Event()
+            flows.start_soon(play)
+            if cfg.live:
+                flows.start_soon(poll_ports, state, lab, src, 0.25)
+                flows.start_soon(_live, run_live, state, console, done)
+            out.mrc_rc = await cli.wait_exit(cfg.duration + 120)
+            done.set()
+            flows.cancel_scope.cancel()
+        await tcp_tx.wait_exit(START_SLACK_S + MEASURE_S + 120)
+        await tcp_rx.wait_exit(60)
+        await srv.wait_exit(60)
+        out.mrc_end = (cli.find("end") or {}).get("data", {})
+        out.tcp_rx_end = tcp_rx.find("end") or {}
+        out.tcp_tx_end = tcp_tx.find("end") or {}
+        if out.mrc_rc != 0:
+            _say(console, f"[red]mrc perf client exited {out.mrc_rc}[/]{cli.stderr_tail()}")
+
+
+def _trio_at(t_mono: float) -> float:
+    import trio
+
+    return trio.current_time() + (t_mono - time.monotonic())
+
+
+async def _live(run_live: Any, state: LiveState, console: Any, done: Any) -> None:
+    await run_live(state, refresh_s=0.2, console=console, until=done.is_set)
+
+
+def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outcome:
+    """Bring the lab up, run the flows and the schedule, ALWAYS kill the children and tear
+    the lab down (also on Ctrl-C and on errors). The fault log is read before teardown."""
+    import trio
+
+    from labs.apply import down, up
+    from labs.faults import read_events
+    from mrc_transport.demo.procs import Children
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    children = Children(cfg.out / "logs")
+    out = Outcome()
+    _say(console, f"lab {cfg.lab}: bringing up {len(cfg.topo.hosts)} hosts, "
+                  f"{len(cfg.topo.switches)} switches, {cfg.topo.planes} planes")
+    try:
+        up(cfg.topo, cfg.lab)
+        try:
+            trio.run(_transfer, cfg, src, dst, children, out, console)
+        except BaseExceptionGroup as group:
+            raise unwrap(group) from None
+        out.events = read_events(cfg.lab)
+    finally:
+        children.kill_all()
+        down(cfg.lab)
+        _say(console, f"lab {cfg.lab}: torn down")
+    return out
+
+
+def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a user should see from trio's (strict) exception group: Ctrl-C first,
+    then a demo or lab error (one line), else the group itself."""
+    from labs.errors import LabError
+
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for sub in e.exceptions:
+                walk(sub)
+        else:
+            leaves.append(e)
+
+    walk(group)
+    for kind in (KeyboardInterrupt, DemoError, LabError):
+        hit = next((e for e in leaves if isinstance(e, kind)), None)
+        if hit is not None:
+            return hit
+    return group
+
+
+# -- the analysis -----------------------------------------------------------------------------
+
+
+def _mrc_counters(end: Mapping[str, Any]) -> dict[str, int]:
+    evs = end.get("evs", [])
+    return {
+        "retransmits": int(end.get("sum_sent", {}).get("retransmits", 0)),
+        "evs_retired": sum(int(e.get("retired", 0)) for e in evs),
+        "evs_readmitted": sum(int(e.get("readmitted", 0)) for e in evs),
+    }
+
+
+def tcp_verified(rx_end: Mapping[str, Any], tx_end: Mapping[str, Any]) -> bool:
+    return bool(rx_end.get("verified")) and rx_end.get("bytes") == tx_end.get("bytes_sent")
+
+
+def analyse_run(cfg: FailoverConfig, src: str, dst: str, out: Outcome
+                ) -> tuple[dict[str, Any], list[FaultRow], list[FaultWindow],
+                           list[Delivery]]:
+    """Report, table rows, fault windows and records of a finished transfer."""
+    deliveries: list[Delivery] = []
+    for name in ("mrc.jsonl", "tcp.jsonl"):
+        path = cfg.out / name
+        if path.exists():
+            deliveries += read_records(path)
+    events = [e for e in out.events if float(e["t_mono"]) >= out.t_origin - 1e-3]
+    faults = label_flaps(pair_events(events, out.t_stop), out.played)
+    params = Params(bin_s=cfg.bin_s)
+    results = analyse(deliveries, faults, t_begin=out.t_origin, t_stop=out.t_stop,
+                      surviving=surviving_fraction(cfg.topo, src, dst), params=params)
+    rows = fault_rows(results, FLOWS, out.t_origin)
+    verified = {"mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
+                "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end)}
+    counters = {"mrc": _mrc_counters(out.mrc_end)}
+    flows = flow_reports(flow_totals(deliveries, out.t_origin, out.t_stop), FLOWS, verified,
+                         counters)
+    meta = {
+        "lab": cfg.lab, "preset": cfg.preset, "src": src, "dst": dst,
+        "tcp_link": out.tcp_link, "planes": cfg.topo.planes,
+        "mrc_paths": len(paths(cfg.topo, src, dst)),
+        "host_port_rate_bps": cfg.topo.host_link.rate_bps,
+        "schedule": [asdict(s) for s in out.steps],
+        "mrc_sum_received_bps": out.mrc_end.get("sum_received", {}).get("bits_per_second"),
+        "mrc_planes": out.mrc_end.get("planes"),
+        "analysis": asdict(params),
+    }
+    doc = failover_report(flows, rows, t_origin=out.t_origin, duration_s=cfg.duration,
+                          bin_s=cfg.bin_s, meta=meta)
+    return doc, rows, faults, deliveries
+
+
+def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
+    """The whole demo; returns the report (also written to cfg.out/report.json)."""
+    from rich.console import Console
+
+    from mrc_transport.demo.plot import timeline_png
+
+    console = console or Console()
+    if os.geteuid() != 0:
+        raise DemoError("needs root (network namespaces); try sudo")
+    src, dst = pick_hosts(cfg.topo, cfg.src, cfg.dst)
+    sched.check_targets(cfg.steps, cfg.topo)
+    out = run_transfer(cfg, src, dst, console)
+    doc, rows, faults, deliveries = analyse_run(cfg, src, dst, out)
+    write_json(cfg.out / "report.json", doc)
+    _write_events(cfg.out / "events.jsonl", out.events)
+    series = goodput_per_flow(deliveries, out.t_origin, out.t_stop, cfg.bin_s)
+    if series:
+        timeline_png(cfg.out / "timeline.png", series, FLOWS, faults, out.t_origin)
+    print_summary(rows, bool(doc["verified"]), console)
+    _say(console, f"wrote {cfg.out / 'report.json'} and {cfg.out / 'timeline.png'}")
+    return doc
+
+
+def _write_events(path: Path, events: Sequence[Mapping[str, Any]]) -> None:
+    import json
+
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+__all__ = ["FailoverConfig", "run_failover"]

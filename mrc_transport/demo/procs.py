@@ -1,0 +1,151 @@
+"""Child processes of the demos, each in a lab namespace, run under trio.
+
+Every child is ``ip netns exec NS python -m ...`` started in a session of its own, so that
+killing its process group (by the id we started) removes it and anything it spawned, and a
+Ctrl-C in the terminal reaches only the demo, which then kills its children itself before
+tearing the lab down. Children speak JSON lines on stdout (tcpflow's events, `mrc perf
+--json-stream`); stderr goes to a log file in the output folder for post-mortems.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from mrc_transport.demo.errors import DemoError
+
+Event = dict[str, Any]
+PYTHON = sys.executable
+
+
+def perf_argv(*args: str) -> list[str]:
+    """`mrc perf ARGS` as a module run (the child need not find the `mrc` script)."""
+    return [PYTHON, "-m", "mrc_transport.cli.main", "perf", *args]
+
+
+def tcpflow_argv(*args: str) -> list[str]:
+    return [PYTHON, "-m", "mrc_transport.demo.tcpflow", *args]
+
+
+def _event_of(line: str) -> Event | None:
+    """A child's stdout line as a JSON object; `mrc perf --json-stream` wraps its payload
+    as {"event": name, "data": {...}}, tcpflow writes {"event": name, ...} flat."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class Child:
+    """One child process and the JSON events it printed so far."""
+
+    def __init__(self, name: str, proc: trio.Process, log: Path) -> None:
+        self.name, self.proc, self.log = name, proc, log
+        self.events: list[Event] = []
+        self.eof = False
+        self.on_event: Callable[[Event], None] | None = None
+        self._changed = trio.Event()
+
+    async def read_stdout(self) -> None:
+        """Collect stdout's JSON lines until EOF (run in the caller's nursery)."""
+        assert self.proc.stdout is not None
+        buf = b""
+        try:
+            async for chunk in self.proc.stdout:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    ev = _event_of(raw.decode(errors="replace"))
+                    if ev is not None:
+                        self.events.append(ev)
+                        if self.on_event is not None:
+                            self.on_event(ev)
+                self._notify()
+        except trio.ClosedResourceError:
+            pass
+        finally:
+            self.eof = True
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def find(self, name: str) -> Event | None:
+        """The last event called name."""
+        return next((e for e in reversed(self.events) if e.get("event") == name), None)
+
+    async def wait_event(self, name: str, limit_s: float) -> Event:
+        """The first event called name; DemoError (with the child's stderr) if the child
+        ends or the timeout passes first."""
+        with trio.move_on_after(limit_s):
+            while True:
+                ev = next((e for e in self.events if e.get("event") == name), None)
+                if ev is not None:
+                    return ev
+                if self.eof:
+                    await self.proc.wait()
+                    break
+                await self._changed.wait()
+        raise DemoError(f"{self.name}: no {name!r} within {limit_s:g} s{self.stderr_tail()}")
+
+    async def wait_exit(self, limit_s: float) -> int:
+        with trio.move_on_after(limit_s):
+            return await self.proc.wait()
+        raise DemoError(f"{self.name}: still running after {limit_s:g} s{self.stderr_tail()}")
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        tail = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+        return f" ({' | '.join(tail)})" if tail else ""
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group (its own session: we started it)."""
+        if self.proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class Children:
+    """Every child of one demo run; ``kill_all`` is safe to call from a finally."""
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = logdir
+        self.all: list[Child] = []
+
+    async def start(
+        self, nursery: trio.Nursery, name: str, netns: str, argv: Sequence[str]
+    ) -> Child:
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        log = self.logdir / f"{name}.stderr"
+        err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            proc = await trio.lowlevel.open_process(
+                ["ip", "netns", "exec", netns, *argv],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                start_new_session=True,
+            )
+        finally:
+            os.close(err)  # the child holds its own copy
+        child = Child(name, proc, log)
+        self.all.append(child)
+        nursery.start_soon(child.read_stdout)
+        return child
+
+    def kill_all(self) -> None:
+        for child in self.all:
+            child.kill()
