@@ -564,9 +564,10 @@ async def _server_conn(args: argparse.Namespace, out: Output, ep: Any, handle: A
             handle, time.monotonic, lambda p, s: box.append((p, s)))
     except (ConnectionLost, perf.PerfError) as exc:
         out.text(f"connection failed: {exc}")
-        failed.append(str(exc))
-        if args.one_off:
-            done.set()
+        if box:  # a test that started and broke; a connection without valid P is not one
+            failed.append(str(exc))
+            if args.one_off:
+                done.set()
         return
     group = sessions.setdefault(params.session, [])
     group.append(stats)
@@ -578,7 +579,7 @@ async def _server_conn(args: argparse.Namespace, out: Output, ep: Any, handle: A
              f"{human_rate(rate(nbytes, seconds))}, {verdict}")
     out.event("stream_end", {"session": params.session, "index": params.index,
                              "bytes": nbytes, "seconds": seconds, "verified": stats.verified,
-                             "report": stats.local})
+                             "report": stats.local, "endpoint": ep.counters()})
     if not stats.verified:
         failed.append(f"session {params.session} stream {params.index} not verified")
     if len(group) == params.parallel:

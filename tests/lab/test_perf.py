@@ -1,0 +1,238 @@
+"""`mrc perf` across a real tiny lab: verified transfers, faults mid-way, ECN, a flood.
+
+One tiny lab per module (bring-up is the slow part); every test uses its own traffic and
+restores what it broke, and the fixture always runs the lab down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lab.conftest import require_root_netns, unique_lab
+
+pytestmark = pytest.mark.lab
+
+SRC, DST = "h3", "h0"  # different racks: 2 paths per plane through the T1s
+PY = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[str]:
+    require_root_netns()
+    from labs.apply import down, up
+    from labs.topology import preset
+
+    name = unique_lab()
+    try:
+        up(preset("tiny"), name)
+        yield name
+    finally:
+        down(name)
+
+
+def one_shot(lab: str, tmp_path: Path, *flags: str) -> tuple[int, dict[str, Any]]:
+    """Run `mrc perf --lab LAB --from h3 --to h0 -J FLAGS`; (exit code, the -J document)."""
+    log = tmp_path / f"perf-{random.getrandbits(32):08x}.json"
+    rc = subprocess.call(
+        [*PY, "--lab", lab, "--from", SRC, "--to", DST, "-J", "--logfile", str(log), *flags],
+        timeout=60,
+    )
+    return rc, json.loads(log.read_text())
+
+
+def ns_cmd(lab: str, host: str) -> list[str]:
+    return ["ip", "netns", "exec", f"mrc-{lab}-{host}"]
+
+
+@pytest.mark.parametrize("encoding", ["usid", "srh"])
+@pytest.mark.parametrize(("size", "length"), [("1", "128K"), ("300K", "64K"), ("6M", "128K")])
+def test_transfer_sizes_verified(lab: str, tmp_path: Path, encoding: str, size: str,
+                                 length: str) -> None:
+    from mrc_transport.cli.perf import parse_size
+
+    rc, doc = one_shot(lab, tmp_path, "-n", size, "-l", length, "--encoding", encoding)
+    end = doc["end"]
+    assert rc == 0
+    assert end["verified"] is True
+    assert end["sum_sent"]["bytes"] == end["sum_received"]["bytes"] == parse_size(size, "-n")
+    assert doc["start"]["test_start"]["encoding"] == encoding
+    assert end["sum_received"]["bits_per_second"] > 0
+
+
+def test_parallel_four(lab: str, tmp_path: Path) -> None:
+    rc, doc = one_shot(lab, tmp_path, "-n", "8M", "-P", "4")
+    end = doc["end"]
+    assert rc == 0
+    assert end["verified"] is True
+    assert len(end["streams"]) == 4
+    assert all(s["verified"] and s["receiver"]["bytes"] == 2 << 20 for s in end["streams"])
+    assert end["sum_received"]["bytes"] == 8 << 20
+
+
+def test_reverse(lab: str, tmp_path: Path) -> None:
+    records = tmp_path / "records.jsonl"
+    rc, doc = one_shot(lab, tmp_path, "-n", "4M", "-R", "--records", str(records))
+    assert rc == 0
+    assert doc["end"]["verified"] is True
+    assert doc["start"]["test_start"]["reverse"] == 1
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    assert sum(r["nbytes"] for r in lines) == 4 << 20  # -R: the client received and recorded
+    assert all(r["flow"] == "mrc" for r in lines)
+    assert [r["t_mono"] for r in lines] == sorted(r["t_mono"] for r in lines)
+
+
+def start_stream(lab: str, *flags: str) -> subprocess.Popen[str]:
+    """The one-shot run with --json-stream on stdout, for tests that act mid-transfer."""
+    return subprocess.Popen(
+        [*PY, "--lab", lab, "--from", SRC, "--to", DST, "--json-stream", "-i", "0.2", *flags],
+        stdout=subprocess.PIPE, text=True,
+    )
+
+
+def wait_intervals(proc: subprocess.Popen[str], count: int) -> list[dict[str, Any]]:
+    """Read events until ``count`` intervals with data went by (the transfer is running)."""
+    assert proc.stdout is not None
+    seen: list[dict[str, Any]] = []
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["event"] == "interval" and event["data"]["sum"]["bytes"] > 0:
+            seen.append(event)
+            if len(seen) >= count:
+                return seen
+    raise AssertionError("the transfer ended before it got going")
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
+    assert proc.stdout is not None
+    end: dict[str, Any] = {}
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["event"] == "end":
+            end = event["data"]
+    return proc.wait(timeout=60), end
+
+
+@pytest.mark.parametrize(("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"),
+                                            ("t0-p1-1:t1-p1-1", "hard")])
+def test_cut_mid_transfer_still_verified(lab: str, link: str, mode: str) -> None:
+    from labs.faults import Lab
+
+    fabric = Lab(lab)
+    proc = start_stream(lab, "-n", "40M")
+    try:
+        wait_intervals(proc, 2)
+        fabric.cut(link, mode)  # type: ignore[arg-type]
+        rc, end = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        fabric.restore(link)
+    assert rc == 0
+    assert end["verified"] is True
+    assert end["sum_received"]["bytes"] == 40 << 20
+    # the dead path's EVs took losses and were retired; the transfer went around them
+    assert sum(p["lost"] for p in end["planes"]) > 0
+    assert any(e["retired"] for e in end["evs"])
+
+
+NFT_MARK = """table inet mrcperftest {
+  chain mark_ce {
+    type filter hook postrouting priority 10; policy accept;
+    oifname { "t1-p0-0", "t1-p0-1" } ip6 ecn { ect0, ect1 } \
+      numgen random mod 100 < 90 ip6 ecn set ce
+  }
+}
+"""
+
+
+def test_ecn_on_one_plane_shifts_traffic(lab: str, tmp_path: Path) -> None:
+    sw = "t0-p0-1"  # the sender's T0 in plane 0: marks everything it sends up
+    subprocess.run([*ns_cmd(lab, sw), "nft", "-f", "-"], input=NFT_MARK, text=True, check=True)
+    try:
+        rc, doc = one_shot(lab, tmp_path, "-n", "30M")
+    finally:
+        subprocess.run([*ns_cmd(lab, sw), "nft", "delete", "table", "inet", "mrcperftest"],
+                       check=True)
+    end = doc["end"]
+    assert rc == 0
+    assert end["verified"] is True
+    planes = {p["plane"]: p for p in end["planes"]}
+    assert planes[0]["ecn"] > 5 * max(1, planes[1]["ecn"])
+    assert planes[0]["sent"] < 0.8 * planes[1]["sent"], planes
+
+
+def _junk(rng: random.Random) -> bytes:
+    """Random bytes, or a plausible MRC header with something wrong or unknown in it."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return rng.randbytes(rng.randrange(0, 200))
+    version = 1 if kind != 1 else rng.choice([0, 2, 255])
+    opcode = rng.randrange(0, 16) if kind != 2 else rng.randrange(0x0D, 256)
+    head = bytes([version, opcode, rng.randrange(16), 0]) + rng.randbytes(8)
+    return head + rng.randbytes(rng.randrange(0, 64))
+
+
+def test_flood_of_malformed_packets(lab: str, tmp_path: Path) -> None:
+    """Junk from h1 at the server's port during a transfer: counted, dropped, verified."""
+    from labs import addressing
+    from labs.netns import entered
+    from labs.state import load_state
+
+    topo = load_state(lab).topology
+    target = str(addressing.host_address(topo, 0, DST))
+    log = tmp_path / "server.jsonl"
+    server = subprocess.Popen([*ns_cmd(lab, DST), *PY, "-s", "-1", "--lab", lab,
+                               "--json-stream", "--logfile", str(log)],
+                              stderr=subprocess.PIPE, text=True)
+    stop = threading.Event()
+    sent = [0]
+    with entered(f"mrc-{lab}-h1"):
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+
+    def flood() -> None:
+        rng = random.Random(7)
+        while not stop.is_set():
+            try:
+                sock.sendto(_junk(rng), (target, 4791))
+                sent[0] += 1
+            except OSError:
+                pass
+
+    try:
+        assert server.stderr is not None
+        assert server.stderr.readline().startswith("Server listening")
+        flooder = threading.Thread(target=flood, daemon=True)
+        flooder.start()
+        client = subprocess.run([*ns_cmd(lab, SRC), *PY, "-c", DST, "--lab", lab, "-n", "10M",
+                                 "-J"], capture_output=True, text=True, timeout=60)
+        stop.set()
+        flooder.join()
+        assert server.wait(timeout=30) == 0
+    finally:
+        stop.set()
+        sock.close()
+        if server.poll() is None:
+            server.kill()
+    doc = json.loads(client.stdout)
+    assert client.returncode == 0
+    assert doc["end"]["verified"] is True
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    stream_end = next(e["data"] for e in events if e["event"] == "stream_end")
+    assert stream_end["verified"] is True
+    bad = stream_end["endpoint"]["bad_packets"]
+    counted = sum(bad.values()) + stream_end["endpoint"]["unknown_connection"]
+    assert sent[0] > 100
+    assert counted > 100, (sent[0], stream_end["endpoint"])
+    assert {"bad_version", "unknown_opcode"} <= set(bad)
+    assert os.path.exists(log)
