@@ -1,0 +1,236 @@
+"""`mrc demo collisions`: two-rack permutation traffic, single-path TCP over ECMP versus MRC.
+
+Every host of rack 0 sends to a distinct host of rack 1 and every host of rack 1 to a
+distinct host of rack 0, all at the same time (the paper's two-rack permutation,
+mrc-protocol-notes.md "Headline comparisons"). First as one pinned TCP flow per pair
+(demo/tcpflow.py: ECMP hashes each flow onto one port and one T1 without looking at the
+others, so some uplinks carry two flows and some none), then as one MRC connection per
+pair (`mrc perf`, sprayed over every plane and T1). Per-flow throughput is measured from
+the receivers' delivery records over a common window that skips the start-up, and reported
+with min/max and Jain's index (demo/fairness.py).
+
+The lab is brought up once for both runs and ALWAYS torn down, children killed first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labs import addressing
+from labs.topology import Topology, namespace
+from mrc_transport.demo.errors import DemoError
+from mrc_transport.demo.records import read_records
+from mrc_transport.demo.timeline import Delivery
+
+TCP_PORT = 5201
+MRC_BASE_PORT = 4791
+"""Pair k's MRC endpoints use UDP port MRC_BASE_PORT + k: a host runs a client and a
+server at once, and two endpoints cannot share a port in one namespace."""
+WARMUP_S = 1.0
+"""Start-up skipped before the measurement window (slow start, NSCC's first RTTs)."""
+TAIL_S = 0.5
+"""Skipped at the end (senders stop at slightly different times)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CollisionsConfig:
+    """One run of the demo."""
+
+    topo: Topology
+    """The fabric (at least two racks)."""
+    lab: str
+    """Lab name."""
+    duration: float
+    """Seconds each run sends."""
+    out: Path
+    """Output folder."""
+    preset: str | None = None
+    """Preset name, for the report."""
+
+
+def check_fabric(topo: Topology) -> None:
+    if topo.racks < 2:
+        raise DemoError("the collisions demo needs at least 2 racks")
+
+
+def permutation(topo: Topology) -> list[tuple[str, str]]:
+    """(src, dst) pairs: rack 0 host i -> rack 1 host i, rack 1 host i -> rack 0 host i+1,
+    so every host sends once and receives once and no pair is a reversed pair (when a rack
+    has more than one host)."""
+    a, b = topo.hosts_in_rack(0), topo.hosts_in_rack(1)
+    n = len(a)
+    return [(a[i], b[i]) for i in range(n)] + [(b[i], a[(i + 1) % n]) for i in range(n)]
+
+
+def pair_name(src: str, dst: str) -> str:
+    return f"{src}->{dst}"
+
+
+def window_rates(
+    deliveries: Sequence[Delivery], flows: Sequence[str], t0: float, t1: float
+) -> dict[str, float]:
+    """Bits per second of each flow between t0 and t1 (0 for a flow that delivered none)."""
+    span = t1 - t0
+    if span <= 0:
+        raise DemoError(f"measurement window is empty ({span:.2f} s): use a longer --duration")
+    rates = dict.fromkeys(flows, 0.0)
+    for d in deliveries:
+        if d.flow in rates and t0 <= d.t_mono < t1:
+            rates[d.flow] += d.nbytes * 8 / span
+    return rates
+
+
+@dataclass
+class RunResult:
+    """One of the two runs."""
+
+    t_start: float = 0.0
+    deliveries: list[Delivery] = field(default_factory=list)
+    verified: dict[str, bool] = field(default_factory=dict)
+
+
+async def _tcp_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any,
+                   res: RunResult) -> None:
+    import trio
+
+    from mrc_transport.demo.procs import tcpflow_argv
+
+    rec = {pair_name(s, d): cfg.out / f"ecmp-{s}-{d}.jsonl" for s, d in pairs}
+    async with trio.open_nursery() as nursery:
+        rxs, txs = [], []
+        for s, d in pairs:
+            name = pair_name(s, d)
+            rxs.append(await children.start(nursery, f"ecmp-recv-{d}", namespace(cfg.lab, d),
+                                            tcpflow_argv("recv", "--port", str(TCP_PORT),
+                                                         "--flow", name, "--records",
+                                                         str(rec[name]))))
+        for rx in rxs:
+            await rx.wait_event("listening", 30)
+        res.t_start = time.monotonic()
+        for s, d in pairs:
+            dst = str(addressing.baseline_address(cfg.topo, d))
+            txs.append(await children.start(nursery, f"ecmp-send-{s}", namespace(cfg.lab, s),
+                                            tcpflow_argv("send", dst, "--port", str(TCP_PORT),
+                                                         "-t", f"{cfg.duration:.3f}")))
+        for (s, d), tx, rx in zip(pairs, txs, rxs, strict=True):
+            await tx.wait_exit(cfg.duration + 120)
+            await rx.wait_exit(60)
+            end, sent = rx.find("end") or {}, tx.find("end") or {}
+            res.verified[pair_name(s, d)] = (bool(end.get("verified"))
+                                             and end.get("bytes") == sent.get("bytes_sent"))
+    for path in rec.values():
+        res.deliveries += read_records(path)
+
+
+async def _mrc_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any,
+                   res: RunResult) -> None:
+    import trio
+
+    from mrc_transport.demo.procs import perf_argv
+
+    rec = {pair_name(s, d): cfg.out / f"mrc-{s}-{d}.jsonl" for s, d in pairs}
+    async with trio.open_nursery() as nursery:
+        srvs, clis = [], []
+        for k, (s, d) in enumerate(pairs):
+            name = pair_name(s, d)
+            srvs.append(await children.start(
+                nursery, f"mrc-server-{d}", namespace(cfg.lab, d),
+                perf_argv("-s", "-1", "--lab", cfg.lab, "-p", str(MRC_BASE_PORT + k),
+                          "--json-stream", "-i", "0", "--records", str(rec[name]),
+                          "--flow", name)))
+        for srv in srvs:
+            await srv.wait_event("listening", 30)
+        res.t_start = time.monotonic()
+        for k, (s, d) in enumerate(pairs):
+            clis.append(await children.start(
+                nursery, f"mrc-client-{s}", namespace(cfg.lab, s),
+                perf_argv("-c", d, "--lab", cfg.lab, "-p", str(MRC_BASE_PORT + k),
+                          "-t", f"{cfg.duration:.3f}", "--json-stream", "-i", "0")))
+        for (s, d), cli, srv in zip(pairs, clis, srvs, strict=True):
+            rc = await cli.wait_exit(cfg.duration + 120)
+            await srv.wait_exit(60)
+            end = (cli.find("end") or {}).get("data", {})
+            res.verified[pair_name(s, d)] = rc == 0 and bool(end.get("verified"))
+    for path in rec.values():
+        if path.exists():
+            res.deliveries += read_records(path)
+
+
+def _rates(res: RunResult, flows: Sequence[str], duration: float) -> dict[str, float]:
+    return window_rates(res.deliveries, flows, res.t_start + WARMUP_S,
+                        res.t_start + duration - TAIL_S)
+
+
+def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]:
+    """Both runs on one lab; returns the report (also cfg.out/collisions.json) and writes
+    cfg.out/collisions.png."""
+    import trio
+    from rich.console import Console
+
+    from labs.apply import down, up
+    from mrc_transport.demo.failover import unwrap
+    from mrc_transport.demo.plot import collisions_png
+    from mrc_transport.demo.procs import Children
+    from mrc_transport.demo.report import collisions_report, write_json
+
+    console = console or Console()
+    check_fabric(cfg.topo)
+    if os.geteuid() != 0:
+        raise DemoError("needs root (network namespaces); try sudo")
+    if cfg.duration <= WARMUP_S + TAIL_S:
+        raise DemoError(f"--duration must be more than {WARMUP_S + TAIL_S:g} s")
+    pairs = permutation(cfg.topo)
+    flows = [pair_name(s, d) for s, d in pairs]
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    children = Children(cfg.out / "logs")
+    ecmp, mrc = RunResult(), RunResult()
+    console.print(f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: "
+                  + ", ".join(flows), highlight=False)
+    try:
+        up(cfg.topo, cfg.lab)
+        try:
+            console.print("run 1: one single-path TCP flow per pair (ECMP)", highlight=False)
+            trio.run(_tcp_run, cfg, pairs, children, ecmp)
+            console.print("run 2: one MRC connection per pair", highlight=False)
+            trio.run(_mrc_run, cfg, pairs, children, mrc)
+        except BaseExceptionGroup as group:
+            raise unwrap(group) from None
+    finally:
+        children.kill_all()
+        down(cfg.lab)
+    ecmp_bps, mrc_bps = _rates(ecmp, flows, cfg.duration), _rates(mrc, flows, cfg.duration)
+    port = float(cfg.topo.host_link.rate_bps)
+    doc = collisions_report(
+        ecmp_bps, mrc_bps, port, verified=bool(mrc.verified) and all(mrc.verified.values()),
+        meta={"lab": cfg.lab, "preset": cfg.preset, "duration_s": cfg.duration,
+              "window_s": [WARMUP_S, cfg.duration - TAIL_S], "pairs": flows,
+              "planes": cfg.topo.planes, "port_rate_bps": port,
+              "host_rate_bps": port * cfg.topo.planes,
+              "ecmp_verified": ecmp.verified, "mrc_verified": mrc.verified})
+    write_json(cfg.out / "collisions.json", doc)
+    collisions_png(cfg.out / "collisions.png", ecmp_bps, mrc_bps, port)
+    _print(console, doc, flows)
+    return doc
+
+
+def _print(console: Any, doc: Mapping[str, Any], flows: Sequence[str]) -> None:
+    from rich.table import Table
+
+    table = Table(title="Two-rack permutation: per-flow throughput (Mbit/s)",
+                  title_justify="left")
+    for name in ("flow", "TCP over ECMP", "MRC"):
+        table.add_column(name, justify="left" if name == "flow" else "right")
+    for f in flows:
+        table.add_row(f, f"{doc['ecmp']['flows'][f] / 1e6:.1f}",
+                      f"{doc['mrc']['flows'][f] / 1e6:.1f}")
+    console.print(table)
+    for key, label in (("ecmp", "TCP over ECMP"), ("mrc", "MRC")):
+        d = doc[key]
+        console.print(f"{label:14s} min/max {d['min_over_max']:.2f}  Jain {d['jain']:.3f}  "
+                      f"mean {d['mean_bps'] / 1e6:.1f} Mbit/s", highlight=False)
+    console.print("MRC verified" if doc["verified"] else "[bold red]MRC NOT verified[/]")
