@@ -261,9 +261,10 @@ class Connection:
         self.peer_conn = h.common.src_conn
         self.sender.dst_conn = self.peer_conn
         self.sender.peer_rwnd = h.rwnd
+        # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
         self.sender.mss = max(1, min(self.cfg.mss, h.mtu))
         self.receiver = Receiver(self.cfg, h.initial_psn, self.counters,
-                                 self._events.append, self.conn)
+                                 self._events.append, self.conn, self.sender.mss)
         self.state = ConnState.ESTABLISHED
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:

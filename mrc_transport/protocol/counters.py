@@ -63,6 +63,11 @@ class ConnCounters:
     """Data packets for a message outside the message window or already delivered."""
     inconsistent_header: int = 0
     """Headers that contradict themselves or earlier packets (lengths, offsets)."""
+    bad_segment: int = 0
+    """Data packets off the segment grid: offset not a multiple of the segment size, or a
+    payload that is neither a full segment nor the last one ending at msg_len."""
+    dup_segment: int = 0
+    """Data packets with a new PSN for a segment already placed (forged or buggy)."""
     sack_beyond_sent: int = 0
     """SACKs acknowledging PSNs never sent."""
     sack_stale: int = 0

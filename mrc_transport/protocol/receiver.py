@@ -6,6 +6,15 @@ arrives, and copies each payload straight to its place whatever the arrival orde
 Complete messages are delivered in MSN order. PSNs below the cumulative PSN or already in
 the out-of-order set are duplicates; PSNs beyond the reorder window are dropped.
 
+Placement is exact, so no packet can make a message look complete with a hole in it: the
+sender cuts every message on a fixed grid of ``seg_size`` bytes (min of both sides' SETUP
+mtu), so segment i must sit at offset i * seg_size and be seg_size long, except the last,
+which must end at msg_len. A message is complete when every segment index has arrived
+(one flag per segment). A packet off the grid (``bad_segment``) or for a segment already
+placed under another PSN (``dup_segment``: retransmissions keep their PSN, so only a
+forged or buggy packet does this) is dropped without marking its PSN received, so the
+genuine packet with that PSN is still accepted.
+
 A SACK goes out after ``sack_every_bytes`` new bytes (htsim: 16 KB), at once when a packet
 arrived with CE, opened a gap, was a duplicate or asked for it (ACK_REQ), and otherwise
 after ``ack_delay``. Its bitmap covers the 64 PSNs up to the highest received.
@@ -46,8 +55,10 @@ class InMessage:
 
     buf: bytearray
     """Preallocated to the message length."""
-    received: int = 0
-    """Bytes placed so far."""
+    placed: bytearray
+    """One flag per segment index: 1 once that segment is in ``buf``."""
+    missing: int
+    """Segments not placed yet; the message is complete at 0."""
 
 
 @dataclass(slots=True)
@@ -72,8 +83,11 @@ class Receiver:
         counters: ConnCounters,
         emit: Callable[[events.Event], None],
         conn: int,
+        seg_size: int | None = None,
     ) -> None:
         self.cfg, self.counters, self._emit, self.conn = cfg, counters, emit, conn
+        self.seg_size = max(1, cfg.mss if seg_size is None else seg_size)
+        """The peer's segment size: min(our mss, its SETUP mtu), as its sender uses."""
         self.cum = initial_psn
         self.highest = initial_psn - 1
         self.ooo: set[int] = set()
@@ -102,18 +116,23 @@ class Receiver:
         if psn >= self.cum + self.cfg.reorder_window:
             self.counters.psn_out_of_window += 1
             return Verdict.NACK
-        msg = self._message(h, len(payload))
-        if msg is None:
-            return Verdict.DROP
         n = len(payload)
+        index = self._segment_index(h, n)
+        msg = None if index is None else self._message(h)
+        if msg is None or index is None:
+            return Verdict.DROP
+        if msg.placed[index]:
+            self.counters.dup_segment += 1
+            return Verdict.DROP
         msg.buf[h.msg_offset : h.msg_offset + n] = payload
-        msg.received += n
+        msg.placed[index] = 1
+        msg.missing -= 1
         self.counters.data_received += 1
         self.counters.bytes_received += n
         if ce:
             self.counters.ce_received += 1
         gap = self._mark(psn)
-        if msg.received >= len(msg.buf):
+        if not msg.missing:
             self._complete(expand(h.msn, self.next_msn), msg, now)
         self._since_sack += n
         self._note(ev, h)
@@ -124,21 +143,36 @@ class Receiver:
             self.ack_deadline = now + self.cfg.ack_delay
         return Verdict.DELAY
 
-    def _message(self, h: DataHeader, n: int) -> InMessage | None:
-        if n > self.cfg.mss or h.msg_offset + n > h.msg_len or h.msg_len > self.cfg.max_message:
-            self.counters.inconsistent_header += 1
-            return None
+    def _message(self, h: DataHeader) -> InMessage | None:
         msn = expand(h.msn, self.next_msn)
         if not self.next_msn <= msn < self.next_msn + self.cfg.msn_window or msn in self.done:
             self.counters.msn_out_of_window += 1
             return None
         msg = self.inbox.get(msn)
         if msg is None:
-            msg = self.inbox[msn] = InMessage(bytearray(h.msg_len))
+            segs = max(1, -(-h.msg_len // self.seg_size))
+            msg = self.inbox[msn] = InMessage(bytearray(h.msg_len), bytearray(segs), segs)
         elif len(msg.buf) != h.msg_len:
             self.counters.inconsistent_header += 1
             return None
         return msg
+
+    def _segment_index(self, h: DataHeader, n: int) -> int | None:
+        """The segment this payload fills, or None (counted) if it does not fit the grid."""
+        end = h.msg_offset + n
+        if n > self.cfg.mss or end > h.msg_len or h.msg_len > self.cfg.max_message:
+            self.counters.inconsistent_header += 1
+            return None
+        if h.msg_len == 0:
+            return 0  # the one empty segment of an empty message
+        seg = self.seg_size
+        index, rem = divmod(h.msg_offset, seg)
+        full = n == seg  # every segment but the last
+        last = 0 < n < seg and end == h.msg_len
+        if rem or not (full or last):
+            self.counters.bad_segment += 1
+            return None
+        return index
 
     def _mark(self, psn: int) -> bool:
         """Record ``psn``; True if it opened a gap."""

@@ -99,11 +99,9 @@ def test_bad_packet_is_counted_and_dropped(
 def test_inconsistent_message_length() -> None:
     fabric, _a, b, _client, server = established()
     assert server.receiver is not None
-    psn = server.receiver.cum
-    first = data(server, psn=(psn + 1) & 0xFFFF_FFFF, msn=server.receiver.next_msn + 5,
-                 msg_len=100, msg_offset=90)
-    second = data(server, psn=(psn + 2) & 0xFFFF_FFFF, msn=server.receiver.next_msn + 5,
-                  msg_len=200, msg_offset=190)
+    msn = server.receiver.next_msn + 5
+    first = segment(server, 1, msn, 0, 3000)
+    second = segment(server, 2, msn, 1200, 4000)
     b.endpoint.receive(first, fabric.now)
     b.endpoint.receive(second, fabric.now)
     assert server.counters.inconsistent_header == 1
@@ -156,3 +154,80 @@ def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
     assert rtx
     assert rtx[0].header.common.flags & Flags.RTX
     assert rtx[0].ev != first.ev
+
+
+def segment(conn: Connection, psn_ahead: int, msn: int, offset: int, msg_len: int,
+            n: int | None = None, fill: int = 0x41) -> frames.Packet:
+    """Data packet ``psn_ahead`` PSNs above ``conn``'s cumulative PSN; payload ``n`` bytes."""
+    assert conn.receiver is not None
+    size = min(msg_len - offset, conn.receiver.seg_size) if n is None else n
+    p = data(conn, psn=(conn.receiver.cum + psn_ahead) & 0xFFFF_FFFF, msn=msn,
+             msg_offset=offset, msg_len=msg_len)
+    return dataclasses.replace(p, payload=bytes([fill]) * size)
+
+
+def test_segment_placed_twice_under_new_psn_leaves_no_hole() -> None:
+    """A forged or buggy packet with a fresh PSN but an offset already placed must not
+    count towards completion: a message is complete only when every segment arrived."""
+    fabric, _a, b, _client, server = established()
+    assert server.receiver is not None
+    seg, msn = server.receiver.seg_size, server.receiver.next_msn
+    n_msgs = len(b.messages)
+    length = 2 * seg + seg // 2  # three segments
+    b.endpoint.receive(segment(server, 1, msn, 0, length, fill=1), fabric.now)
+    b.endpoint.receive(segment(server, 2, msn, 0, length, fill=2), fabric.now)  # same offset
+    b.endpoint.receive(segment(server, 3, msn, 2 * seg, length, fill=3), fabric.now)
+    assert server.counters.dup_segment == 1
+    fabric.run(fabric.now + 1e-3)
+    assert len(b.messages) == n_msgs  # the middle segment is still missing
+    b.endpoint.receive(segment(server, 0, msn, 0, length, fill=9), fabric.now)  # dup again
+    assert server.counters.dup_segment == 2
+    # the dropped packets' PSNs are not marked received: their genuine packets still count
+    cum = server.receiver.cum
+    assert cum + 2 not in server.receiver.ooo
+    assert {cum + 1, cum + 3} <= server.receiver.ooo
+    b.endpoint.receive(segment(server, 4, msn, seg, length, fill=4), fabric.now)
+    fabric.run(fabric.now + 1e-3, lambda: len(b.messages) == n_msgs + 1)
+    got = list(b.messages.values())[-1]
+    assert got == bytes([1]) * seg + bytes([4]) * seg + bytes([3]) * (seg // 2)
+
+
+OVERLAPS: list[tuple[str, int, int, int | None]] = [
+    # name, offset, msg_len, payload length (None: the natural one)
+    ("misaligned offset", 600, 5000, None),
+    ("short middle segment", 0, 5000, 100),
+    ("last segment short of msg_len", 1200 * 4, 5000, 100),
+    ("payload larger than a segment", 0, 5000, 1300),
+]
+
+
+@pytest.mark.parametrize(("name", "offset", "length", "n"), OVERLAPS,
+                         ids=[o[0] for o in OVERLAPS])
+def test_segment_breaking_the_grid_is_dropped(
+    name: str, offset: int, length: int, n: int | None
+) -> None:
+    fabric, _a, b, client, server = established()
+    assert server.receiver is not None
+    assert server.receiver.seg_size == 1200
+    cum, before = server.receiver.cum, server.counters.bad_segment + \
+        server.counters.inconsistent_header
+    b.endpoint.receive(segment(server, 0, server.receiver.next_msn, offset, length, n),
+                       fabric.now)
+    after = server.counters.bad_segment + server.counters.inconsistent_header
+    assert after == before + 1
+    assert server.receiver.cum == cum
+    assert server.counters.bytes_received == 5000
+    still_works(fabric, b, client)
+
+
+def test_overlapping_segments_never_complete_a_message() -> None:
+    """Two half-overlapping writes covering msg_len in bytes but not on the grid."""
+    fabric, _a, b, _client, server = established()
+    assert server.receiver is not None
+    msn, n_msgs = server.receiver.next_msn, len(b.messages)
+    b.endpoint.receive(segment(server, 0, msn, 0, 2400, 1200), fabric.now)
+    b.endpoint.receive(segment(server, 1, msn, 600, 2400, 1200), fabric.now)
+    b.endpoint.receive(segment(server, 2, msn, 1200, 2400, 600), fabric.now)
+    fabric.run(fabric.now + 1e-3)
+    assert len(b.messages) == n_msgs
+    assert server.counters.bad_segment == 2
