@@ -49,6 +49,12 @@ def register(subparsers: Any, help_text: str) -> None:
     _common(p)
     p.add_argument("--duration", type=_seconds, default=8.0, metavar="S",
                    help="seconds per run (default 8)")
+    p.add_argument("--planes", type=int, default=1, metavar="N",
+                   help="planes of the fabric (default 1: the paper's permutation is within "
+                        "a plane; 0 keeps the preset's)")
+    p.add_argument("--rate", type=float, default=20.0, metavar="MBIT",
+                   help="link rate in Mbit/s (default 20: 2 Python MRC processes per pair "
+                        "must not be CPU-bound; 0 keeps the preset's)")
     p.set_defaults(func=_collisions)
 
 
@@ -150,11 +156,17 @@ def _guarded(args: argparse.Namespace, run: Callable[[], dict[str, Any]]) -> int
 
 
 def _collisions(args: argparse.Namespace) -> int:
-    from mrc_transport.demo.collisions import CollisionsConfig, check_fabric, run_collisions
+    from mrc_transport.demo.collisions import (
+        CollisionsConfig,
+        check_fabric,
+        reshape,
+        run_collisions,
+    )
     from mrc_transport.demo.errors import DemoError
 
     topo, preset = _topology(args)
     try:
+        topo = reshape(topo, args.planes, int(args.rate * 1e6))
         check_fabric(topo)
     except DemoError as exc:
         raise UsageError(str(exc)) from None
