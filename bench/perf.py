@@ -13,6 +13,7 @@ Run as root: .venv/bin/python bench/perf.py [--seconds N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -66,12 +67,13 @@ def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float,
             client += ["-u", "-b", "0", "-l", "8900"]
         for _ in range(50):  # the server needs a moment to listen; iperf3 fails fast
             res = subprocess.run(client, capture_output=True, text=True, timeout=seconds + 30)
-            if res.returncode == 0:
+            if res.returncode == 0 and "error" not in json.loads(res.stdout or "{}"):
                 break
             time.sleep(0.1)
         else:
             raise RuntimeError(f"iperf3 failed: {res.stdout[-300:]}")
-        server.wait(timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=10)  # the client's report counts; finally ends the server
     finally:
         if server.poll() is None:
             server.kill()
