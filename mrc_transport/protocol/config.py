@@ -77,6 +77,11 @@ class Config:
     """First SETUP / CLOSE retransmission timeout, doubled each time (ours)."""
     setup_retries: int = 8
     """SETUP / CLOSE transmissions before giving up (ours)."""
+    drain_rtos: float = 3.0
+    """A closed or failed connection stays this many times max(RTO, setup_timeout), so a
+    late retransmitted CLOSE is still answered, then leaves the endpoint (RFC 9000 section
+    10.2: three PTOs). Each late CLOSE answered restarts it, doubled like the peer's
+    backoff (ours)."""
     rcvbuf: int = 8 * 1024 * 1024
     """Completed-but-unread message bytes the receiver holds before its window closes
     (ours)."""

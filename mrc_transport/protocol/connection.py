@@ -12,6 +12,11 @@ is established at once; the client is established on SETUP_ACK. ``close()`` wait
 every message sent is acknowledged, then sends CLOSE with the final PSN (retransmitted with
 backoff) and ends on CLOSE_ACK. A CLOSE is acknowledged only once every PSN below its
 final PSN arrived, so no data is lost by a clean close. CLOSE ends both directions.
+
+A CLOSED connection (closed, peer closed or failed) drains for ``drain_rtos`` x max(RTO,
+setup_timeout), like QUIC's draining period (RFC 9000 section 10.2): it sends nothing but
+answers a late retransmitted CLOSE (our CLOSE_ACK was lost) and restarts the drain,
+doubled. Then ``drained`` is set and the endpoint forgets it.
 """
 
 from __future__ import annotations
@@ -112,6 +117,10 @@ class Connection:
         self._close_after_setup = False
         self._probes: dict[int, int] = {}
         self._probe_id = 0
+        self._drain_at = math.inf
+        self._drain_len = 0.0
+        self.drained = False
+        """CLOSED and its drain period over: the endpoint may forget it."""
         if peer_setup is None:
             self._send_setup(now)
         else:
@@ -125,6 +134,8 @@ class Connection:
         self.state = new
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
+            self._drain_len = self.cfg.drain_rtos * max(self.sender.rto, self.cfg.setup_timeout)
+            self._drain_at = now + self._drain_len
             self._events.append(events.ConnectionClosed(now, self.conn, reason or inp.value))
         return True
 
@@ -174,7 +185,7 @@ class Connection:
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must run next (None: never)."""
         if self.state is ConnState.CLOSED:
-            return None
+            return None if self.drained else self._drain_at
         t = min(self._retry_at, self._persist_at)
         if self.state in SENDING:
             t = min(t, self.sender.timer(), self.evs.next_probe_time())
@@ -184,6 +195,9 @@ class Connection:
 
     def handle_timer(self, now: float) -> None:
         """Run every timer that expired at ``now``."""
+        if self.state is ConnState.CLOSED:
+            self.drained = self._drain_at <= now
+            return
         if self._retry_at <= now:
             self._retry(now)
         if self.receiver is not None and self.receiver.ack_deadline <= now:
@@ -213,6 +227,11 @@ class Connection:
         ):
             self._queue_sack(event.time)
         return event
+
+    @property
+    def has_events(self) -> bool:
+        """Events not yet read with ``next_event``."""
+        return bool(self._events)
 
     def plane_counters(self) -> dict[int, PlaneCounters]:
         """Per-plane counters."""
@@ -360,7 +379,13 @@ class Connection:
             self.counters.close_early += 1
             return
         self._control_tx(frames.CloseHeader(self._common(Opcode.CLOSE_ACK), h.final_psn))
-        self._move(ConnInput.PEER_CLOSE, now, "peer closed")
+        if self.state is ConnState.CLOSED and not self.drained:
+            # a retransmitted CLOSE: our CLOSE_ACK was lost; wait as long as its backoff
+            longest = self.cfg.setup_timeout * 2**self.cfg.setup_retries
+            self._drain_len = max(self._drain_len, min(2 * self._drain_len, longest))
+            self._drain_at = now + self._drain_len
+        else:
+            self._move(ConnInput.PEER_CLOSE, now, "peer closed")
 
     def _on_close_ack(self, packet: frames.Packet, now: float) -> None:
         if not isinstance(packet.header, frames.CloseHeader) or not self._move(

@@ -96,3 +96,5 @@ class EndpointCounters:
     """SETUPs with no path back to the peer or when not accepting."""
     connections: int = 0
     """Connections created."""
+    connections_removed: int = 0
+    """Connections dropped after their drain period (and their events were read)."""

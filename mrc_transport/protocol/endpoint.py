@@ -2,6 +2,10 @@
 
 Same sans-IO API as a connection (``receive``, ``datagrams_to_send``, ``get_timer``,
 ``handle_timer``, ``next_event``), so the IO layer drives one object per host.
+
+A connection leaves ``connections`` (and the peer map) once it is CLOSED, its drain period
+is over and the application has read its last event, so a long-running server holds only
+the connections that are open or draining.
 """
 
 from __future__ import annotations
@@ -88,11 +92,22 @@ class Endpoint:
         return min(times, default=None)
 
     def handle_timer(self, now: float) -> None:
-        """Run every expired connection timer."""
+        """Run every expired connection timer; forget connections whose drain ended."""
         for conn in list(self.connections.values()):
             t = conn.get_timer()
             if t is not None and t <= now:
                 conn.handle_timer(now)
+                self._forget_if_done(conn)
+
+    def _forget_if_done(self, conn: Connection) -> None:
+        """Drop a drained connection whose events were all read (they name it by id)."""
+        if not conn.drained or conn.has_events:
+            return
+        if self.connections.pop(conn.conn, None) is None:
+            return  # the owner removed it already
+        if self._by_peer.get(conn.peer_conn) is conn:
+            del self._by_peer[conn.peer_conn]
+        self.counters.connections_removed += 1
 
     def next_event(self) -> events.Event | None:
         """The next event of any connection (connections take turns)."""
@@ -102,5 +117,6 @@ class Endpoint:
             event = conn.next_event()
             if event is not None:
                 self._next_reader = (self._next_reader + i + 1) % len(conns)
+                self._forget_if_done(conn)
                 return event
         return None
