@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mrc_transport.protocol import Config, ConnState, events
+from mrc_transport.protocol import Config, Connection, ConnState, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Fabric, Host, Link
@@ -222,3 +222,39 @@ def test_counters_for_a_live_view() -> None:
     assert conn.counters.messages_acked == 1
     assert a.endpoint.counters.connections == 1
     assert b.endpoint.counters.connections == 1
+
+
+def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
+    """Five data packets of a fresh connection reach the server in the order 1 2 3 4 0."""
+    fabric, a, b = pair()
+    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    [server] = b.endpoint.connections.values()
+    now = fabric.now
+    client.send_message(payload(5 * CFG.mss), now)
+    data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
+    assert len(data) == 5
+    path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[0].ev)
+    sacks = []
+    for i in (1, 2, 3, 4, 0):
+        server.receive(frames.Packet(path, data[i].header, bytes(data[i].payload)), now)
+        server.handle_timer(now + CFG.ack_delay)  # a delayed SACK, if one is pending
+        sacks += [t.header for t in server.datagrams_to_send(now)
+                  if isinstance(t.header, frames.SackHeader)]
+    return client, path, now, sacks
+
+
+def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
+    """ooo_count: packets accepted above cum_psn since it last advanced; rwnd_penalty: 0.
+    The sender ignores both (docs/protocol.md, Behaviour: PSNs, SACKs and loss recovery)."""
+    client, path, now, sacks = sacks_over_a_gap()
+    assert [s.ooo_count for s in sacks] == [1, 2, 3, 4, 0]  # 0: cum_psn passed all five
+    assert all(s.rwnd_penalty == 0 for s in sacks)
+    twin, _, _, twin_sacks = sacks_over_a_gap()  # the same seeded run
+    assert twin_sacks == sacks
+    penalised = dataclasses.replace(sacks[-1], rwnd_penalty=0xFFFF, ooo_count=0xFFFF)
+    client.receive(frames.Packet(path, sacks[-1], b""), now)
+    twin.receive(frames.Packet(path, penalised, b""), now)
+    assert client.counters.sacks_received == 1
+    assert (twin.cc.window, twin.sender.peer_rwnd, twin.sender.snd_una, twin.counters) == (
+        client.cc.window, client.sender.peer_rwnd, client.sender.snd_una, client.counters)
