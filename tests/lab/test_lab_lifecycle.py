@@ -117,7 +117,7 @@ def private_labs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
     on this machine are not ours to remove); every one is removed even on failure."""
     require_root_netns()
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
-    names = [unique_lab() for _ in range(3)]
+    names = [unique_lab() for _ in range(2)]
     try:
         yield names
     finally:
