@@ -429,6 +429,7 @@ def analyse_run(cfg: FailoverConfig, src: str, dst: str, out: Outcome
         "schedule": [asdict(s) for s in out.steps],
         "mrc_sum_received_bps": out.mrc_end.get("sum_received", {}).get("bits_per_second"),
         "mrc_planes": out.mrc_end.get("planes"),
+        "mrc_endpoint": out.mrc_end.get("endpoint"),
         "analysis": asdict(params),
     }
     doc = failover_report(flows, rows, t_origin=out.t_origin, duration_s=cfg.duration,
