@@ -48,6 +48,7 @@ from srv6.path import SrPath
 Encoding = Literal["usid", "srh"]
 ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
 RECV_BURST = 256  # datagrams per pump: bounds the latency of timers and of our own sends
+PORT_DOWN = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN})  # local refusals
 MAX_BACKLOG = 65536  # packets queued behind a full socket buffer before we drop (ours)
 LINGER = 2.0  # seconds a closed connection still answers a retransmitted CLOSE (ours)
 SRH_ALLOWANCE = 8 + 16 * 8  # SRH of up to 8 segments (Config.mss docstring)
@@ -339,9 +340,11 @@ class MrcEndpoint:
         if self._backlog:
             self._queue(pkts, addrs, 0)
             return
-        self._send(pkts, addrs)
+        self._send(pkts, addrs, out)
 
-    def _send(self, pkts: list[bytes], addrs: list[tuple[bytes, int]]) -> None:
+    def _send(
+        self, pkts: list[bytes], addrs: list[tuple[bytes, int]], txs: Sequence[Transmit] = ()
+    ) -> None:
         assert self._tx is not None
         buf = b"".join(pkts)
         offsets = list(itertools.accumulate(map(len, pkts), initial=0))
@@ -350,8 +353,11 @@ class MrcEndpoint:
             try:
                 k = batchio.send_batch(self._tx, buf, offsets[i:], addrs[i:])
             except OSError as exc:
-                # e.g. ENETUNREACH: this packet's port is down; the core will see the loss
                 self.send_errors[errno.errorcode.get(exc.errno or 0, str(exc.errno))] += 1
+                if exc.errno in PORT_DOWN and i < len(txs):
+                    # our port is down: certain, so the core moves off it and resends now
+                    self.core.send_failed(txs[i], self.clock())
+                    self.kick()
                 i += 1
                 continue
             if k == 0:

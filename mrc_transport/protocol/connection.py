@@ -117,6 +117,7 @@ class Connection:
         self._close_after_setup = False
         self._probes: dict[int, int] = {}
         self._probe_id = 0
+        self._reply_plane: int | None = None
         self._drain_at = math.inf
         self._drain_len = 0.0
         self.drained = False
@@ -155,6 +156,8 @@ class Connection:
     def receive(self, packet: frames.Packet, now: float) -> None:
         """Process one packet (its PathHeader carries the EV and ECN as received)."""
         self.counters.packets_received += 1
+        # the plane this packet came over works both ways for now: reply on it
+        self._reply_plane = self.evs.peer_plane.get(packet.path.src, self._reply_plane)
         handler = _HANDLERS.get(packet.header.common.opcode)
         if handler is None:
             self.counters.wrong_type += 1
@@ -181,6 +184,27 @@ class Connection:
                 self._control = []
         self.counters.packets_sent += len(out)
         return out
+
+    def send_failed(self, tx: Transmit, now: float) -> None:
+        """The local stack refused ``tx`` at once: the NIC port it leaves through is down.
+
+        Unlike a loss this is certain and immediate, so every EV on that port is retired
+        now (probes readmit them when the port is back) and the packet goes again on
+        another plane: data as a retransmission, control as it was; an unanswered probe
+        is what probing is for (ours; the paper's NIC port loss)."""
+        self.counters.send_failed += 1
+        self.evs.port_down(tx.path, now)
+        port = tx.path.plane  # a NIC port is a plane (srv6/path.py)
+        if not any(e.plane != port for e in self.evs.usable):
+            return  # every port is down (or the floor held): the RTO and retries go on
+        h = tx.header
+        if isinstance(h, frames.DataHeader):
+            self.sender.send_failed(h.psn, tx.ev)
+        elif not isinstance(h, frames.ProbeHeader):
+            ev = self.evs.control_ev()
+            while ev.plane == port:
+                ev = self.evs.control_ev()
+            self._control.append(replace(tx, path=ev.path, ev=ev.value))
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must run next (None: never)."""
@@ -242,7 +266,10 @@ class Connection:
         return Common(opcode, flags, self.peer_conn, self.conn)
 
     def _control_tx(self, header: frames.Header, ev_value: int | None = None) -> None:
-        ev = self.evs.control_ev() if ev_value is None else self.evs.by_value[ev_value]
+        if ev_value is None:
+            ev = self.evs.control_ev(self._reply_plane)
+        else:
+            ev = self.evs.by_value[ev_value]
         self._control.append(Transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
 
     def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
@@ -366,9 +393,9 @@ class Connection:
             self.counters.probe_unknown += 1
             return
         self.counters.probe_replies += 1
-        ev = self.evs.by_value[value]
-        if ev.probe_id == h.probe_id:
-            self.evs.probe_ok(ev, now)
+        # a reply to an earlier probe of this EV, late because of a queue, still proves
+        # the path works (ours): requiring the latest one starved readmission
+        self.evs.probe_ok(self.evs.by_value[value], now)
 
     def _on_close(self, packet: frames.Packet, now: float) -> None:
         h = packet.header

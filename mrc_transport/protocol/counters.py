@@ -54,6 +54,8 @@ class ConnCounters:
     """PROBE_REPLYs accepted."""
     spurious_rtx: int = 0
     """Packets acknowledged after being declared lost."""
+    send_failed: int = 0
+    """Packets the local stack refused at once (e.g. ENETUNREACH: our port is down)."""
     # bad input, counted and dropped
     dup_packets: int = 0
     """Data packets whose PSN had already arrived."""

@@ -79,6 +79,13 @@ class Endpoint:
         self._by_peer[h.common.src_conn] = conn
         self.counters.connections += 1
 
+    def send_failed(self, tx: Transmit, now: float) -> None:
+        """The local stack refused ``tx`` at once (ENETUNREACH, EHOSTUNREACH, ENETDOWN):
+        its port is down. Its connection moves off that port and sends it again."""
+        conn = self.connections.get(tx.header.common.src_conn)
+        if conn is not None:
+            conn.send_failed(tx, now)
+
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every connection's packets."""
         out: list[Transmit] = []

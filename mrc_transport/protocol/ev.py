@@ -18,6 +18,10 @@ input with no entry leaves the state unchanged.
   of the plane's most crowded path steps back to the backup set.
 - ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
   that path (ours: the core knows the map, so a dead link costs a few packets).
+- A send the local stack refuses at once (ENETUNREACH: our NIC port is down) is certain
+  evidence, unlike a loss: every EV leaving through that port (= plane) is retired at
+  once (UNREACHABLE, reason "port") and probed like any retired EV (ours; the paper's
+  "NIC port loss" recovery).
 - While only ``ev_min_active`` EVs are usable, losses no longer retire EVs (the floor).
 - A plane none of whose EVs is GOOD or SKIP is down (PlaneDown); its share of the traffic
   goes to the other planes because the scheduler only picks usable EVs. It is up again when
@@ -58,6 +62,7 @@ class EvInput(enum.Enum):
     TRIMMED = "trimmed"
     LOSS = "loss"
     TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
     ROTATION = "rotation"
     PROBES_ENOUGH = "probes_enough"
     DENY = "deny"
@@ -78,18 +83,20 @@ TRANSITIONS: dict[tuple[EvState, EvInput], EvState] = {
     (G, EvInput.TRIMMED): S,
     (G, EvInput.LOSS): B,
     (G, EvInput.TIMEOUT): B,
+    (G, EvInput.UNREACHABLE): B,
     (G, EvInput.DENY): D,
     (S, EvInput.ECN): S,
     (S, EvInput.TRIMMED): S,
     (S, EvInput.ROTATION): G,
     (S, EvInput.LOSS): B,
     (S, EvInput.TIMEOUT): B,
+    (S, EvInput.UNREACHABLE): B,
     (S, EvInput.DENY): D,
     (B, EvInput.PROBES_ENOUGH): G,
     (B, EvInput.DENY): D,
     (D, EvInput.ALLOW): B,
 }
-RETIRING = frozenset({EvInput.LOSS, EvInput.TIMEOUT})
+RETIRING = frozenset({EvInput.LOSS, EvInput.TIMEOUT, EvInput.UNREACHABLE})
 
 
 @dataclass(slots=True, eq=False)
@@ -179,6 +186,9 @@ class EvSet:
         self.by_value: dict[int, Ev] = {}
         self.usable: list[Ev] = []
         self._pos: dict[int, int] = {}
+        self._plane_usable: dict[int, list[Ev]] = {p: [] for p in self.planes}
+        self._plane_pos: dict[int, int] = {}
+        self._plane_ctl = dict.fromkeys(self.planes, 0)
         self.skipped: list[Ev] = []
         self.retired: dict[int, Ev] = {}
         self.backup: dict[int, list[Ev]] = {p: [] for p in self.planes}
@@ -191,6 +201,13 @@ class EvSet:
         self._ctl = 0
         self.floor_held = 0
         self.base_rtt = cfg.initial_rtt
+        self.srtt = cfg.initial_rtt
+        """Smoothed RTT (the sender keeps both up to date)."""
+        self.ports_down: dict[int, float] = {}
+        """Planes whose local port refused a send -> when to probe that port next."""
+        self.peer_plane = {p.dst.packed: p.plane for p in self.paths}
+        """The peer's address on each plane -> that plane: a packet's source names the
+        plane it came over."""
         self._populate()
 
     # -- construction -------------------------------------------------------------------
@@ -221,15 +238,17 @@ class EvSet:
     def _add_usable(self, ev: Ev) -> None:
         self._pos[ev.value] = len(self.usable)
         self.usable.append(ev)
+        mine = self._plane_usable[ev.plane]
+        self._plane_pos[ev.value] = len(mine)
+        mine.append(ev)
 
     def _remove_usable(self, ev: Ev) -> None:
         i = self._pos.pop(ev.value, None)
         if i is None:
             return
-        last = self.usable.pop()
-        if last is not ev:
-            self.usable[i] = last
-            self._pos[last.value] = i
+        _swap_remove(self.usable, self._pos, i, ev)
+        _swap_remove(self._plane_usable[ev.plane], self._plane_pos,
+                     self._plane_pos.pop(ev.value), ev)
 
     # -- the state table ----------------------------------------------------------------
     def apply(self, ev: Ev, inp: EvInput, now: float, reason: str = "") -> None:
@@ -284,7 +303,7 @@ class EvSet:
         ev.retired += 1
         if ev.state is EvState.ASSUMED_BAD:
             ev.probe_ok, ev.probe_id, ev.probe_fails = 0, 0, 0
-            ev.next_probe = now + self.cfg.probe_after_rtts * self.base_rtt
+            ev.next_probe = now + self.cfg.probe_after_rtts * self.probe_rtt
             self.retired[ev.value] = ev
         self._emit(events.PathRetired(now, self.conn, ev.value, ev.plane, reason))
         self._check_down(ev.plane, now)
@@ -372,6 +391,19 @@ class EvSet:
         ev.acked += 1
         self.path_fail[ev.path_key] = 0
 
+    def port_down(self, path: SrPath, now: float) -> None:
+        """The local stack refused a send on ``path``: retire every EV leaving through
+        that port, backups first so none is promoted only to be retired."""
+        plane = path.plane  # a NIC port is a plane (srv6/path.py)
+        if plane in self.ports_down:
+            return
+        self.ports_down[plane] = now + self.cfg.probe_after_rtts * self.probe_rtt
+        mine = [e for e in self.by_value.values()
+                if e.plane == plane and e.state in (EvState.GOOD, EvState.SKIP)]
+        mine.sort(key=lambda e: e.role is Role.ACTIVE)
+        for ev in mine:
+            self.apply(ev, EvInput.UNREACHABLE, now, "port")
+
     def deny(self, value: int, now: float) -> None:
         """Administratively stop using an EV."""
         ev = self.by_value.get(value)
@@ -385,13 +417,39 @@ class EvSet:
             self.apply(ev, EvInput.ALLOW, now)
 
     # -- probes -------------------------------------------------------------------------
+    @property
+    def probe_rtt(self) -> float:
+        """The RTT probe timers count in: htsim's base RTT, or the smoothed RTT if larger.
+
+        A NIC's RTT hardly varies; a userspace stack's smoothed RTT is several times its
+        minimum (scheduling, queues), so a reply due within a few *base* RTTs comes back
+        after the next probe went out, counts as a failure, and 80 retired EVs then probe
+        each other's replies into a queue: a probe storm that never readmits (measured
+        after a port restore: 23k probes in 1.5 s, goodput down to 20 Mbit/s; ours)."""
+        return max(self.base_rtt, self.srtt)
+
     def next_probe_time(self) -> float:
-        """Earliest probe deadline of a retired EV (inf: none)."""
-        return min((e.next_probe for e in self.retired.values()), default=math.inf)
+        """Earliest probe deadline of a retired EV or a dead port (inf: none)."""
+        down = self.ports_down
+        t = min((e.next_probe for e in self.retired.values() if e.plane not in down),
+                default=math.inf)
+        return min(t, min(down.values(), default=math.inf))
 
     def due_probes(self, now: float) -> list[Ev]:
-        """Retired EVs whose probe is due; an unanswered previous probe counts as failed."""
-        due = [e for e in self.retired.values() if e.next_probe <= now]
+        """Retired EVs whose probe is due; an unanswered previous probe counts as failed.
+
+        Behind a port that is down every EV fails alike, so that port gets one probe
+        every ``probe_retry_rtts`` base RTTs (on its EVs in turn) instead of one per EV:
+        64 EVs probed into a dead port cost a refused send each (ours)."""
+        down = self.ports_down
+        due = [e for e in self.retired.values() if e.next_probe <= now and e.plane not in down]
+        for plane, t in down.items():
+            if t > now:
+                continue
+            down[plane] = now + self.cfg.probe_retry_rtts * self.probe_rtt
+            behind = [e for e in self.retired.values() if e.plane == plane]
+            if behind:
+                due.append(min(behind, key=lambda e: e.next_probe))
         for ev in due:
             if ev.probe_id:
                 ev.probe_ok = 0
@@ -399,7 +457,7 @@ class EvSet:
             # htsim retries every 5 base RTTs; ours doubles that per unanswered probe (up to
             # 8x) so a long-dead path costs less
             backoff = 1 << min(ev.probe_fails, 3)
-            ev.next_probe = now + self.cfg.probe_retry_rtts * self.base_rtt * backoff
+            ev.next_probe = now + self.cfg.probe_retry_rtts * self.probe_rtt * backoff
         return due
 
     def probe_ok(self, ev: Ev, now: float) -> None:
@@ -407,13 +465,18 @@ class EvSet:
         ev.probes_ok += 1
         ev.probe_id = 0
         ev.probe_fails = 0
+        if self.ports_down.pop(ev.plane, None) is not None:
+            # the port is back: probe every EV behind it now
+            for e in self.retired.values():
+                if e.plane == ev.plane and e is not ev:
+                    e.next_probe, e.probe_id, e.probe_fails = now, 0, 0
         if ev.state is not EvState.ASSUMED_BAD:
             return
         ev.probe_ok += 1
         if ev.probe_ok >= self.cfg.readmit_probes:
             self.apply(ev, EvInput.PROBES_ENOUGH, now)
         else:
-            ev.next_probe = now + self.cfg.probe_next_rtts * self.base_rtt
+            ev.next_probe = now + self.cfg.probe_next_rtts * self.probe_rtt
 
     # -- picks and views ----------------------------------------------------------------
     def fallback(self) -> Ev:
@@ -424,8 +487,20 @@ class EvSet:
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
 
-    def control_ev(self) -> Ev:
-        """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set)."""
+    def control_ev(self, plane: int | None = None) -> Ev:
+        """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set),
+        those of ``plane`` if it has one.
+
+        A reply goes back on the plane its trigger came over (ours): that packet just
+        crossed the peer's port and ours on that plane, while a plane whose port died on
+        the peer's side silently eats whatever we send on it (the paper's reverse EV set
+        has at least one EV per plane; spraying triggers over the planes spreads the
+        replies the same way)."""
+        mine = self._plane_usable.get(plane) if plane is not None else None
+        if mine:
+            assert plane is not None
+            i = self._plane_ctl[plane] = (self._plane_ctl[plane] + 1) % len(mine)
+            return mine[i]
         if not self.usable:
             return self.fallback()
         self._ctl = (self._ctl + 1) % len(self.usable)
@@ -447,6 +522,14 @@ class EvSet:
         for e in self.usable:
             out[e.plane].usable += 1
         return out
+
+
+def _swap_remove(items: list[Ev], pos: dict[int, int], i: int, ev: Ev) -> None:
+    """Remove ``ev`` (at index ``i``) in O(1): the last item takes its place."""
+    last = items.pop()
+    if last is not ev:
+        items[i] = last
+        pos[last.value] = i
 
 
 def _spread(total: int, planes: Sequence[int]) -> dict[int, int]:

@@ -151,6 +151,7 @@ class Sender:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.evs.srtt = self.srtt
 
     # -- sending ------------------------------------------------------------------------
     def fill(self, now: float, out: list[Transmit], limit: int) -> None:
@@ -359,6 +360,16 @@ class Sender:
         self.counters.lost += 1
         self.evs.apply(pkt.ev, why, now)
         self.cc.on_loss(pkt.length, now)
+
+    def send_failed(self, psn: int, ev: int) -> None:
+        """The local stack refused this transmission of ``psn`` on ``ev`` (its port is
+        down): resend it at once. Not congestion, so the window stays (ours)."""
+        pkt = self.inflight.get(expand(psn, self.snd_una))
+        if pkt is None or pkt.lost or pkt.ev.value != ev:
+            return
+        pkt.lost = True
+        self.in_flight_bytes -= pkt.length
+        heapq.heappush(self._rtx, pkt.psn)
 
     # -- NACK ---------------------------------------------------------------------------
     def on_nack(self, h: frames.NackHeader, now: float) -> None:
