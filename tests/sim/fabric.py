@@ -6,7 +6,10 @@ direction ("fwd" from a lower host index to a higher one, "rev" back), shared by
 host pair, with a rate, a propagation delay, a drop-tail queue and ECN marking above a
 queue threshold (marking happens at enqueue, as at every hop but the last). Links can
 drop, duplicate, reorder (jitter), mark at random, and be killed silently or degraded at
-a given time. Everything random comes from one seeded ``random.Random``.
+a given time. A host's NIC port (its plane) can go down: its sends on that plane are
+refused at once (the endpoint's ``send_failed``, as ENETUNREACH does on Linux) and
+packets to it on that plane vanish. Everything random comes from one seeded
+``random.Random``.
 
 No real time is read: the fabric's clock jumps from event to event.
 """
@@ -106,6 +109,12 @@ class Fabric:
         self._seq = itertools.count()
         self.tamper: Callable[[Host, frames.Packet], list[frames.Packet]] | None = None
         self.sent_log: list[tuple[float, Transmit]] | None = None
+        self.ports_down: set[tuple[int, int]] = set()
+        """(host index, plane) of NIC ports that are down."""
+        self.refused = 0
+        """Sends refused by a port that is down."""
+        self.port_drops = 0
+        """Packets that arrived at a port that is down."""
 
     # -- topology -----------------------------------------------------------------------
     def add_host(self, name: str, cfg: Config) -> Host:
@@ -136,6 +145,13 @@ class Fabric:
                 out.append(path)
         return out
 
+    def set_port(self, host: Host, plane: int, up: bool) -> None:
+        """Bring a host's NIC port on ``plane`` down or back up."""
+        if up:
+            self.ports_down.discard((host.index, plane))
+        else:
+            self.ports_down.add((host.index, plane))
+
     def link_of(self, path: SrPath) -> Link:
         """The link a path crosses."""
         return self._path_link[path]
@@ -156,15 +172,23 @@ class Fabric:
         if self.sent_log is not None:
             self.sent_log.append((self.now, tx))
         dst = self._addr_host[tx.path.dst.packed]
+        plane = tx.path.plane
+        if (host.index, plane) in self.ports_down:
+            self.refused += 1
+            host.endpoint.send_failed(tx, self.now)
+            return
         size = len(tx.payload) + OVERHEAD
         is_data = isinstance(tx.header, frames.DataHeader)
         for t, ce in self._path_link[tx.path].send(self.now, size, self.rng, is_data):
             ph = frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev,
                                    dscp=tx.dscp, ecn=frames.Ecn.CE if ce else frames.Ecn.ECT0)
             packet = frames.Packet(ph, tx.header, bytes(tx.payload))
-            self.at(t, functools.partial(self._deliver, dst, packet))
+            self.at(t, functools.partial(self._deliver, dst, packet, plane))
 
-    def _deliver(self, host: Host, packet: frames.Packet) -> None:
+    def _deliver(self, host: Host, packet: frames.Packet, plane: int = 0) -> None:
+        if (host.index, plane) in self.ports_down:
+            self.port_drops += 1
+            return
         packets = [packet] if self.tamper is None else self.tamper(host, packet)
         for p in packets:
             host.endpoint.receive(p, self.now)
