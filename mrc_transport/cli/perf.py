@@ -235,15 +235,19 @@ def _provider(args: argparse.Namespace) -> Any:
 
 
 def _config(args: argparse.Namespace, provider: Any) -> Any:
-    from mrc_transport.io.endpoint import default_mss
+    from mrc_transport.io.endpoint import IO_HOST_DELAY, default_mss
     from mrc_transport.protocol import Config
 
-    nic_rate = 100e9
+    nic_rate, host_delay = 100e9, IO_HOST_DELAY
+    mss = args.mss or default_mss(args.encoding)
     topo = getattr(provider, "topo", None)
     if topo is not None:  # the lab's real port rate bounds NSCC's window (Config docstring)
         nic_rate = float(topo.host_link.rate_bps * topo.planes)
-    return Config(mss=args.mss or default_mss(args.encoding), ev_count=args.evs, cc=args.cc,
-                  scheduler=args.scheduler, nic_rate_bps=nic_rate)
+        # a loaded path stores and forwards each packet at every hop (host-T0-T1-T0-host)
+        # but the min RTT is taken with full tbf buckets, which forward at once
+        host_delay += 2 * mss * 8 * (1 / topo.host_link.rate_bps + 1 / topo.fabric_link.rate_bps)
+    return Config(mss=mss, ev_count=args.evs, cc=args.cc, scheduler=args.scheduler,
+                  nic_rate_bps=nic_rate, host_delay=host_delay)
 
 
 def _write_records(args: argparse.Namespace, records: list[tuple[float, int]]) -> None:
@@ -463,6 +467,8 @@ def _end_doc(streams: list[Any], cpu0: tuple[float, float], cpu1: tuple[float, f
                        "retransmits": r, "srtt_us": snd.get("srtt_us")},
             "receiver": {"bytes": rb, "seconds": rs, "bits_per_second": rate(rb, rs)},
             "verified": bool(s.verified), "error": s.local.get("error"),
+            "sender_counters": snd.get("counters", {}),
+            "receiver_counters": rcv.get("counters", {}),
         })
     total_sent = sum(p["sent"] for p in planes.values()) or 1
     plane_list = [{"plane": k, "share": v["sent"] / total_sent, **v}

@@ -20,6 +20,7 @@ import struct
 from typing import NamedTuple
 
 IPV6_FLOWINFO = 11  # <linux/in6.h>: as a socket option it asks for the cmsg as well
+IPV6_RECVERR = 25
 IPV6_RECVPKTINFO = 49
 IPV6_PKTINFO = 50
 IPV6_RECVTCLASS = 66
@@ -62,6 +63,9 @@ def open_tx() -> socket.socket:
     """The raw socket complete IPv6 packets are sent through (header-include implicit)."""
     sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     sock.setblocking(False)
+    # without it a send into a full port queue (tbf) is dropped and reported as sent
+    # (raw.c: ENOBUFS is only returned with recverr); with it the endpoint can wait
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
     _set_buffer(sock, socket.SO_SNDBUF, 32)  # SO_SNDBUFFORCE
     return sock
 

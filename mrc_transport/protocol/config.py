@@ -42,6 +42,11 @@ class Config:
     nic_rate_bps: float = 100e9
     """Sending rate of the NIC over all planes, for the BDP that bounds NSCC's window
     (paper: 800G NICs as 8 x 100G; set it to the lab's real rate)."""
+    max_burst: int = 4096
+    """Data packets one ``datagrams_to_send`` call returns per connection (ours: a
+    simulated NIC sends a whole window in one instant; a userspace endpoint, whose
+    encode + send costs tens of microseconds per packet, asks for a few dozen at a time
+    so every packet's timestamp is its real send time: io/endpoint.py caps it)."""
     sack_every_bytes: int = 16384
     """The receiver SACKs after this many new bytes (htsim: 16 KB)."""
     ack_delay: float = 50e-6
@@ -88,6 +93,13 @@ class Config:
     initial_window: int = 64 * 1024
     """NSCC window before any RTT is known (ours; htsim starts at MaxWnd because it knows
     the network's BDP, which the client learns from the SETUP handshake)."""
+    host_delay: float = 0.0
+    """Processing delay of the two end hosts that the min RTT misses, seconds: NSCC's BDP
+    and target use base RTT + this (ours: 0 for a NIC or the simulator; a userspace
+    endpoint handles packets in batches and is scheduled in slices, so its min RTT sample
+    is a lucky one and 1.5 x rate x min RTT cannot fill the pipe: io/endpoint.py sets
+    1 ms, measured in the lab as the gap between min RTT ~0.4 ms and RTT at low load
+    ~1-1.5 ms)."""
     nscc_target_rtts: float = 1.0
     """NSCC target queueing delay in base RTTs (htsim: 0.75 with trimming, 1.0 without;
     the kernel does not trim)."""

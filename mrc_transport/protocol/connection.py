@@ -81,7 +81,6 @@ CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
     (_CS, ConnInput.GIVE_UP): _X,
 }
 SENDING = frozenset({ConnState.ESTABLISHED, ConnState.CLOSING})
-MAX_BATCH = 4096  # packets per datagrams_to_send call (ours)
 
 
 class Connection:
@@ -169,7 +168,7 @@ class Connection:
         out, self._control = self._control, []
         if self.state in SENDING:
             n0 = len(out)
-            self.sender.fill(now, out, MAX_BATCH)
+            self.sender.fill(now, out, n0 + self.cfg.max_burst)
             if len(out) > n0:
                 last = out[-1]
                 header = replace(last.header, common=replace(

@@ -11,9 +11,16 @@ the RTX flag. Losses are found two ways (RFC 8985 RACK and a FACK-style packet t
   SACKed (htsim uses ``max(min(1.5 cwnd, max window), 5)``).
 
 A lost packet's EV goes ASSUMED_BAD and the packet is queued for retransmission, oldest
-PSN first. An RTO (RFC 6298, exponential backoff) declares every packet out for longer
-than the RTO lost. Flow control: bytes from the cumulative PSN on never exceed the
-receiver's advertised window.
+PSN first. An RTO (RFC 6298, exponential backoff) resends the oldest packet out for
+longer than the RTO on another EV and blames no EV (ours; TCP resends one segment too,
+RFC 6298 5.4): with spraying, a dead EV's packet is followed by packets on other EVs
+whose SACKs let RACK find it and retire its EV within about one RTT, so an RTO means that
+nothing sent after the oldest packet was acknowledged: the peer or its host stalled (a
+userspace receiver is descheduled for milliseconds at a time) or every path failed,
+neither of which is any one EV's fault. Once the resent packet is acknowledged, RACK
+judges the rest, and blames their EVs if they really are lost; if every path failed, the
+connection ends after ``max_rto_count`` RTOs. Flow control: bytes from the cumulative PSN
+on never exceed the receiver's advertised window.
 """
 
 from __future__ import annotations
@@ -115,6 +122,7 @@ class Sender:
         self.min_rtt = math.inf
         self.peak_rtt = 0.0
         self.rto_count = 0
+        self._last_rto = -math.inf
 
     # -- application side ---------------------------------------------------------------
     def queue(self, data: bytes | bytearray | memoryview) -> int:
@@ -352,14 +360,16 @@ class Sender:
     def _current(self, seq: int, pkt: SentPacket) -> bool:
         return pkt.seq == seq and not pkt.lost and self.inflight.get(pkt.psn) is pkt
 
-    def _lost(self, pkt: SentPacket, now: float, why: EvInput) -> None:
+    def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
+        """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
         pkt.lost = True
         self.in_flight_bytes -= pkt.length
         heapq.heappush(self._rtx, pkt.psn)
-        pkt.ev.lost += 1
         self.counters.lost += 1
-        self.evs.apply(pkt.ev, why, now)
         self.cc.on_loss(pkt.length, now)
+        if why is not None:
+            pkt.ev.lost += 1
+            self.evs.apply(pkt.ev, why, now)
 
     def send_failed(self, psn: int, ev: int) -> None:
         """The local stack refused this transmission of ``psn`` on ``ev`` (its port is
@@ -395,23 +405,29 @@ class Sender:
             order.popleft()
         return order[0][1].sent_time if order else math.inf
 
+    def _rto_start(self) -> float:
+        """The RTO runs from the oldest packet's send or the last RTO, whichever is later
+        (RFC 6298 5.5: an expired timer restarts)."""
+        return max(self.oldest_sent(), self._last_rto)
+
     def timer(self) -> float:
         """Earliest of the reorder and retransmission deadlines."""
-        return min(self.reorder_deadline, self.oldest_sent() + self.rto)
+        return min(self.reorder_deadline, self._rto_start() + self.rto)
 
     def on_timer(self, now: float) -> bool:
         """Run expired timers; True if the RTO fired."""
         if self.reorder_deadline <= now:
             self.detect_losses(now)
-        if self.oldest_sent() + self.rto > now:
+        if self._rto_start() + self.rto > now:
             return False
+        self._last_rto = now
         rto = self.rto
         self.rto_count += 1
         self.counters.rtos += 1
         self._emit(events.RtoFired(now, self.conn, rto, self.rto_count))
-        expired = [p for s, p in self._order if self._current(s, p) and p.sent_time + rto <= now]
-        for pkt in expired:
-            self._lost(pkt, now, EvInput.TIMEOUT)
+        oldest = next((p for s, p in self._order if self._current(s, p)), None)
+        if oldest is not None:
+            self._lost(oldest, now, None)
         return True
 
 

@@ -42,13 +42,13 @@ class Nscc(CongestionControl):
 
     @property
     def bdp(self) -> float:
-        """Bandwidth-delay product in bytes."""
-        return self.cfg.nic_rate_bps / 8 * self.base_rtt
+        """Bandwidth-delay product in bytes (over base RTT + the hosts' delay)."""
+        return self.cfg.nic_rate_bps / 8 * (self.base_rtt + self.cfg.host_delay)
 
     @property
     def target(self) -> float:
-        """Target queueing delay, seconds."""
-        return self.cfg.nscc_target_rtts * self.base_rtt
+        """Target queueing delay, seconds (in base RTT + the hosts' delay)."""
+        return self.cfg.nscc_target_rtts * (self.base_rtt + self.cfg.host_delay)
 
     def max_window(self) -> int:
         """1.5 BDP (htsim), at least a few packets."""
