@@ -487,6 +487,10 @@ class EvSet:
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
 
+    def usable_in(self, plane: int) -> list[Ev]:
+        """The usable EVs of ``plane`` (the caller must not change the list)."""
+        return self._plane_usable.get(plane, [])
+
     def control_ev(self, plane: int | None = None) -> Ev:
         """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set),
         those of ``plane`` if it has one.

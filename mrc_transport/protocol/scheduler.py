@@ -30,19 +30,49 @@ class Scheduler:
 
 
 class RandomScheduler(Scheduler):
-    """Pseudo-random over the usable EVs (paper: every packet a different random EV)."""
+    """Pseudo-random over the usable EVs of a plane (paper: every packet a different random
+    EV), the planes in smooth weighted round robin by their usable EVs (ours).
+
+    Picking the plane at random as well would give each plane the same share on average,
+    but at full load each NIC port is then a queue whose arrivals are a random walk around
+    its drain rate: in the shaped lab its queue wandered to 10-20 ms, those packets came
+    55 packets late and were declared lost (240 spurious retransmits in 4 s, 92% of the
+    port rates); planes in turn keep every port's queue short (4-21, 97%). The weights
+    keep the paper's property that a plane with retired EVs gets less traffic.
+    """
 
     name = "random"
 
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        self._credit: dict[int, int] = {}
+
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        n = len(evs.usable)
+        mine = self._plane(evs)
+        n = len(mine)
         if n == 0:
             return evs.fallback()
         i = self.rng.randrange(n)
-        ev = evs.usable[i]
+        ev = mine[i]
         if ev is avoid and n > 1:
-            ev = evs.usable[(i + 1) % n]
+            ev = mine[(i + 1) % n]
         return ev
+
+    def _plane(self, evs: EvSet) -> list[Ev]:
+        """The usable EVs of the next plane (smooth weighted round robin, as nginx)."""
+        credit, best, best_credit, total = self._credit, -1, 0, 0
+        for plane in evs.planes:
+            weight = len(evs.usable_in(plane))
+            if not weight:
+                continue
+            total += weight
+            c = credit[plane] = credit.get(plane, 0) + weight
+            if best < 0 or c > best_credit:
+                best, best_credit = plane, c
+        if best < 0:
+            return []
+        credit[best] -= total
+        return evs.usable_in(best)
 
 
 class RoundRobinScheduler(Scheduler):
