@@ -13,7 +13,8 @@ input with no entry leaves the state unchanged.
   is skipped for one rotation of the active set (SKIP), then GOOD again.
 - An untrimmed loss or a timeout means the path may be broken: the EV is retired at once
   (ASSUMED_BAD) and replaced by a GOOD backup EV of the same plane. Retired EVs are probed
-  in the background (first after 3 base RTTs, retried every 5: htsim) and readmitted after
+  in the background (first after 3 RTTs, retried every 5: htsim, which counts base RTTs;
+  ours counts max(base RTT, smoothed RTT), see ``probe_rtt``) and readmitted after
   ``readmit_probes`` consecutive successes into the active set; if that set is full, an EV
   of the plane's most crowded path steps back to the backup set.
 - ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
@@ -439,7 +440,7 @@ class EvSet:
         """Retired EVs whose probe is due; an unanswered previous probe counts as failed.
 
         Behind a port that is down every EV fails alike, so that port gets one probe
-        every ``probe_retry_rtts`` base RTTs (on its EVs in turn) instead of one per EV:
+        every ``probe_retry_rtts`` x ``probe_rtt`` (on its EVs in turn) instead of one per EV:
         64 EVs probed into a dead port cost a refused send each (ours)."""
         down = self.ports_down
         due = [e for e in self.retired.values() if e.next_probe <= now and e.plane not in down]
@@ -454,8 +455,8 @@ class EvSet:
             if ev.probe_id:
                 ev.probe_ok = 0
                 ev.probe_fails += 1
-            # htsim retries every 5 base RTTs; ours doubles that per unanswered probe (up to
-            # 8x) so a long-dead path costs less
+            # htsim retries every 5 base RTTs; ours every 5 probe_rtt, doubled per
+            # unanswered probe (up to 8x) so a long-dead path costs less
             backoff = 1 << min(ev.probe_fails, 3)
             ev.next_probe = now + self.cfg.probe_retry_rtts * self.probe_rtt * backoff
         return due
