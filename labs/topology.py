@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from labs.errors import TopologyError
+from labs.yamlfile import read_yaml
 
 EcnMode = Literal["none", "probability", "rate"]
 LinkKind = Literal["host-t0", "t0-t1"]
@@ -355,19 +356,7 @@ def from_dict(raw: object, where: str = "topology") -> Topology:
 
 
 def load_yaml(path: str | Path) -> Topology:
-    import yaml  # heavy-ish import kept local: the CLI's --help stays fast
-
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise TopologyError(f"{path}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise TopologyError(f"{path}:{line} invalid YAML") from None
-    return from_dict(raw, where=str(path))
+    return from_dict(read_yaml(path, TopologyError), where=str(path))
 
 
 def preset(name: str) -> Topology:

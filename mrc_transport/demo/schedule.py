@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from labs.errors import LabError
 from labs.topology import Topology, namespace
+from labs.yamlfile import read_yaml
 from mrc_transport.demo.errors import DemoError
 
 ACTIONS = ("cut", "restore", "flap", "degrade", "fail", "unfail")
@@ -118,19 +119,7 @@ def scaled(steps: Sequence[Step], duration: float) -> list[Step]:
 
 
 def load_schedule(path: str | Path) -> list[Step]:
-    import yaml  # local: keeps `mrc --help` fast
-
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise DemoError(f"{path}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}:" if mark is not None else ""
-        raise DemoError(f"{path}:{line} invalid YAML") from None
-    return parse_schedule(raw, str(path))
+    return parse_schedule(read_yaml(path, DemoError), str(path))
 
 
 def parse_schedule(raw: object, where: str = "schedule") -> list[Step]:
