@@ -201,7 +201,7 @@ class MrcEndpoint:
         self.sent = 0
         self.backlog_drops = 0
         self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader, bytes]] = {}
-        self._backlog: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        self._backlog: collections.deque[tuple[bytes, bytes, Transmit]] = collections.deque()
         self._backlog_lot = trio.lowlevel.ParkingLot()
         self._pushed_back = False
         self._wait_scope = trio.CancelScope()
@@ -413,14 +413,15 @@ class MrcEndpoint:
             addrs.append((first_hop, 0))
         self.sent += len(pkts)
         if self._backlog:
-            self._queue(pkts, addrs, 0)
+            self._queue(pkts, addrs, out, 0)
         else:
             self._send(pkts, addrs, out)
         return sum(map(len, pkts))
 
     def _send(
-        self, pkts: list[bytes], addrs: list[tuple[bytes, int]], txs: Sequence[Transmit] = ()
+        self, pkts: list[bytes], addrs: list[tuple[bytes, int]], txs: Sequence[Transmit]
     ) -> None:
+        """Send in order; ``txs[i]`` is the Transmit that ``pkts[i]`` encodes."""
         assert self._tx is not None
         buf = b"".join(pkts)
         offsets = list(itertools.accumulate(map(len, pkts), initial=0))
@@ -434,9 +435,9 @@ class MrcEndpoint:
                 if exc.errno == errno.ENOBUFS:
                     # a full local port queue is backpressure, not path loss: retry later
                     self._pushed_back = True
-                    self._queue(pkts, addrs, i)
+                    self._queue(pkts, addrs, txs, i)
                     return
-                if exc.errno in PORT_DOWN and i < len(txs):
+                if exc.errno in PORT_DOWN:
                     # our port is down: certain, so the core moves off it and resends now
                     self.core.send_failed(txs[i], self.clock())
                     self.kick()
@@ -444,23 +445,32 @@ class MrcEndpoint:
                 continue
             if k == 0:
                 self._pushed_back = False
-                self._queue(pkts, addrs, i)
+                self._queue(pkts, addrs, txs, i)
                 return
             i += k
 
-    def _queue(self, pkts: list[bytes], addrs: list[tuple[bytes, int]], start: int) -> None:
+    def _queue(
+        self,
+        pkts: list[bytes],
+        addrs: list[tuple[bytes, int]],
+        txs: Sequence[Transmit],
+        start: int,
+    ) -> None:
+        # The Transmit travels with its bytes: a port that goes down while they wait must
+        # still be reported to the core (send_failed), not found later as a loss.
         for j in range(start, len(pkts)):
             if len(self._backlog) >= MAX_BACKLOG:
                 self.backlog_drops += 1
                 continue
-            self._backlog.append((pkts[j], addrs[j][0]))
+            self._backlog.append((pkts[j], addrs[j][0], txs[j]))
         self._backlog_lot.unpark_all()
 
     def _flush_backlog(self) -> None:
         items = list(self._backlog)
         self._backlog.clear()
         self._pushed_back = False
-        self._send([p for p, _ in items], [(a, 0) for _, a in items])
+        self._send([p for p, _, _ in items], [(a, 0) for _, a, _ in items],
+                   [tx for _, _, tx in items])
         if not self._backlog:
             self.kick()  # the core may send again
 

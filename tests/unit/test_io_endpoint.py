@@ -392,9 +392,6 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     tx.close()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the backlog keeps bytes, not Transmits, so a "
-                   "port that goes down while packets wait behind ENOBUFS drops them silently; "
-                   "the core finds them only by RACK/RTO and blames their EVs as lost")
 def test_a_refused_send_from_the_backlog_is_told_to_the_core(
     fake: FakeWire, udp: socket.socket
 ) -> None:
