@@ -72,11 +72,12 @@ class Config:
     max_rto_count: int = 12
     """Consecutive RTOs after which the connection is declared failed (ours)."""
     probe_after_rtts: float = 3.0
-    """A retired EV is first probed this many base RTTs after retirement (htsim)."""
+    """A retired EV is first probed this many probe RTTs after retirement; a probe RTT is
+    max(base RTT, srtt) (ev.py probe_rtt; htsim counts base RTTs)."""
     probe_retry_rtts: float = 5.0
-    """An unanswered probe is retried after this many base RTTs (htsim)."""
+    """An unanswered probe is retried after this many probe RTTs (htsim: base RTTs)."""
     probe_next_rtts: float = 3.0
-    """After a successful probe the next one follows this many base RTTs later (ours, like
+    """After a successful probe the next one follows this many probe RTTs later (ours, like
     the first probe)."""
     setup_timeout: float = 10e-3
     """First SETUP / CLOSE retransmission timeout, doubled each time (ours)."""
