@@ -25,6 +25,19 @@ class Scheduler:
         """An EV for the next packet; not ``avoid`` (a retransmission's old EV) if possible."""
         raise NotImplementedError
 
+    def pick_in(self, evs: EvSet, plane: int, avoid: Ev | None = None) -> Ev:
+        """A random usable EV of ``plane`` (a resend's choice of plane is the sender's),
+        not ``avoid`` if possible; any EV by ``pick`` if the plane has none."""
+        mine = evs.usable_in(plane)
+        n = len(mine)
+        if n == 0:
+            return self.pick(evs, avoid)
+        i = self.rng.randrange(n)
+        ev = mine[i]
+        if ev is avoid and n > 1:
+            ev = mine[(i + 1) % n]
+        return ev
+
     def on_clean_ack(self, ev: Ev) -> None:
         """A SACK reflected ``ev`` without ECN."""
 
@@ -45,7 +58,7 @@ class RandomScheduler(Scheduler):
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        self._credit: dict[int, int] = {}
+        self._credit: dict[int, float] = {}
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
         mine = self._plane(evs)
@@ -60,9 +73,10 @@ class RandomScheduler(Scheduler):
 
     def _plane(self, evs: EvSet) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx)."""
-        credit, best, best_credit, total = self._credit, -1, 0, 0
+        credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
+        fastest = min(evs.plane_rtt.values(), default=0.0)
         for plane in evs.planes:
-            weight = len(evs.usable_in(plane))
+            weight = len(evs.usable_in(plane)) * _delay_factor(evs, plane, fastest)
             if not weight:
                 continue
             total += weight
@@ -73,6 +87,21 @@ class RandomScheduler(Scheduler):
             return []
         credit[best] -= total
         return evs.usable_in(best)
+
+
+def _delay_factor(evs: EvSet, plane: int, fastest: float) -> float:
+    """A plane's share shrinks with its RTT beyond twice the fastest plane's (ours).
+
+    Every packet holds a share of the one congestion window until it is acknowledged, so
+    a plane whose NIC port holds a standing queue (in the demo, the TCP flow's: ~20 ms
+    against ~1.5 ms) keeps the window full of its own packets, starves the others and
+    leaves holes that in-order delivery waits on for its whole RTT. Sending to each plane
+    in proportion to 1 / RTT beyond the dead zone evens out the time packets hold the
+    window; the factor is 1 for planes within 2x, so ordinary jitter changes nothing."""
+    rtt = evs.plane_rtt.get(plane)
+    if rtt is None or fastest <= 0:
+        return 1.0
+    return min(1.0, 2 * fastest / rtt)
 
 
 class RoundRobinScheduler(Scheduler):

@@ -78,10 +78,38 @@ class SentPacket:
     """Time of the latest transmission."""
     seq: int = 0
     """Transmission order of the latest transmission (RACK)."""
+    plane_seq: int = 0
+    """Transmission order of the latest transmission among its plane's."""
     rtx: int = 0
     """Retransmissions so far."""
     lost: bool = False
     """Declared lost and waiting for retransmission."""
+
+
+@dataclass(slots=True, eq=False)
+class PlaneRack:
+    """RACK state of one plane (ours): a plane leaves the host through one NIC port, a
+    FIFO whose queue holds most of the plane's delay, so a packet sent later on the same
+    plane overtakes an earlier one only by the difference of the paths behind the port."""
+
+    order: deque[tuple[int, SentPacket]]
+    """Transmissions on this plane in send order (stale entries are skipped lazily)."""
+    sent: int = 0
+    """Transmissions on this plane so far."""
+    seq: int = -1
+    """Transmission order of the latest-sent packet on this plane that was delivered."""
+    plane_seq: int = -1
+    """Its transmission order among this plane's."""
+    rtt: float = 0.0
+    """Its RTT."""
+    reorder: float = 0.0
+    """Decaying maximum of how late an earlier-sent packet on this plane arrived after a
+    later one (its RTT minus ``rtt`` at the time): the plane's measured reordering."""
+    srtt: float | None = None
+    """Smoothed RTT of this plane's packets (RFC 6298 gain), to resend on the fastest."""
+    peak: float = 0.0
+    """Slowly decaying maximum RTT of this plane's packets: the deepest its port's queue
+    stood lately."""
 
 
 class Sender:
@@ -116,6 +144,7 @@ class Sender:
         self.highest_sacked = initial_psn - 1
         self._rack_seq = -1
         self._rack_rtt = 0.0
+        self.planes: dict[int, PlaneRack] = {}
         self.reorder_deadline = math.inf
         self.srtt: float | None = None
         self.rttvar = 0.0
@@ -210,7 +239,11 @@ class Sender:
 
     def _send_rtx(self, pkt: SentPacket, now: float, out: list[Transmit]) -> None:
         old = pkt.ev
-        pkt.ev = self.scheduler.pick(self.evs, avoid=old)
+        plane = self._fastest_plane()
+        if plane is None:
+            pkt.ev = self.scheduler.pick(self.evs, avoid=old)
+        else:
+            pkt.ev = self.scheduler.pick_in(self.evs, plane, avoid=old)
         pkt.lost = False
         pkt.rtx += 1
         self.counters.retransmits += 1
@@ -221,6 +254,10 @@ class Sender:
         self._seq += 1
         pkt.seq, pkt.sent_time = self._seq, now
         self._order.append((self._seq, pkt))
+        pr = self._plane(pkt.ev.plane)
+        pr.sent += 1
+        pkt.plane_seq = pr.sent
+        pr.order.append((self._seq, pkt))
         self.in_flight_bytes += pkt.length
         self.evs.on_sent(pkt.ev)
         self.counters.data_sent += 1
@@ -249,6 +286,7 @@ class Sender:
         else:
             self.counters.sack_stale += 1
         rtt = self._reflected_rtt(h, now)
+        self._plane_sample(h.ev, rtt)
         ecn = bool(h.common.flags & Flags.ECN_ECHO)
         self._reflected_ev(h.ev, ecn, now)
         if acked or ecn:
@@ -289,12 +327,55 @@ class Sender:
         # for the original transmission and says nothing about packets sent before it.
         if pkt.seq > self._rack_seq and not (pkt.rtx and rtt < self.min_rtt):
             self._rack_seq, self._rack_rtt = pkt.seq, rtt
+        self._plane_acked(pkt, rtt)
         msg = pkt.msg
         msg.acked += pkt.length
         if msg.acked >= msg.data.nbytes and msg.next_offset >= msg.data.nbytes:
             self.counters.messages_acked += 1
             self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.data.nbytes))
         return pkt.length or 1
+
+    def _plane(self, plane: int) -> PlaneRack:
+        pr = self.planes.get(plane)
+        if pr is None:
+            pr = self.planes[plane] = PlaneRack(deque())
+        return pr
+
+    def _plane_acked(self, pkt: SentPacket, rtt: float) -> None:
+        """Per-plane RACK state and measured reordering for one delivered packet."""
+        pr = self._plane(pkt.ev.plane)
+        if pkt.rtx:
+            # which transmission arrived is unknown; one faster than min RTT was the
+            # original, resent too early: widen the window (RFC 8985 6.2.4, DSACK)
+            if rtt < self.min_rtt < math.inf:
+                pr.reorder = max(2 * pr.reorder, self.min_rtt)
+            return
+        pr.reorder -= pr.reorder / 4096  # decays over a few thousand packets (~1 s)
+        if pkt.seq < pr.seq:
+            pr.reorder = max(pr.reorder, rtt - pr.rtt)
+        else:
+            pr.seq, pr.plane_seq, pr.rtt = pkt.seq, pkt.plane_seq, rtt
+        pr.srtt = rtt if pr.srtt is None else 0.875 * pr.srtt + 0.125 * rtt
+        pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
+        self.evs.plane_rtt[pkt.ev.plane] = pr.srtt
+
+    def _plane_sample(self, value: int, rtt: float | None) -> None:
+        """The reflected timestamp of the packet that triggered a SACK, on the EV it
+        names: an RTT sample of that plane that no retransmission makes ambiguous, so a
+        plane whose packets were all (wrongly) resent still learns its real RTT."""
+        ev = self.evs.by_value.get(value)
+        if ev is not None and rtt is not None:
+            pr = self._plane(ev.plane)
+            pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
+
+    def _fastest_plane(self) -> int | None:
+        """The plane with usable EVs and the lowest smoothed RTT: a resend fills the
+        receiver's hole soonest there (ours; None before any plane has a sample)."""
+        best, best_rtt = None, math.inf
+        for plane, pr in self.planes.items():
+            if pr.srtt is not None and pr.srtt < best_rtt and self.evs.usable_in(plane):
+                best, best_rtt = plane, pr.srtt
+        return best
 
     def _reflected_rtt(self, h: frames.SackHeader, now: float) -> float | None:
         if not h.common.flags & Flags.TS:
@@ -320,10 +401,31 @@ class Sender:
 
     # -- loss detection -----------------------------------------------------------------
     def detect_losses(self, now: float) -> None:
-        """RACK time threshold, then the packet threshold."""
+        """RACK (RFC 8985) and the packet threshold, plane by plane (ours)."""
         self.reorder_deadline = math.inf
-        reo = self.reorder_window()
-        order = self._order
+        thresh = self._packet_threshold()
+        for pr in self.planes.values():
+            self._plane_losses(pr, now, thresh)
+
+    def _plane_losses(self, pr: PlaneRack, now: float, thresh: int) -> None:
+        """A packet is lost once a packet sent after it was delivered and
+
+        - on its own plane: the plane's RTT plus its measured reordering passed, or
+          ``thresh`` packets sent later on the plane were delivered. A plane leaves the
+          host through one NIC port, a FIFO that holds most of the plane's delay, so its
+          reordering is the small spread of the paths behind the port;
+        - on another plane only: 1.25 x its plane's recent peak RTT passed (the RTO
+          before the plane's first sample), so a whole dead plane is found too.
+
+        Over all planes at once, a standing queue on one port (in the demo, the TCP
+        flow's: ~20 ms against ~1.5 ms) reorders by the whole queue: a window that
+        covers it delayed every loss by that much, and the 55 packets that overtake one
+        in it made the packet threshold a storm of false losses. Within a plane, both
+        deadlines grow with the send time, so the walk stops at the first packet not
+        due."""
+        reo = self.plane_reorder_window(pr)
+        expect = 1.25 * pr.peak if pr.srtt is not None else self.rto
+        order = pr.order
         while order:
             seq, pkt = order[0]
             if not self._current(seq, pkt):
@@ -331,37 +433,28 @@ class Sender:
                 continue
             if seq > self._rack_seq:
                 break
-            deadline = pkt.sent_time + self._rack_rtt + reo
+            deadline = pkt.sent_time + max(expect, self._rack_rtt)
+            if seq <= pr.seq:
+                if not pkt.rtx and pr.plane_seq - pkt.plane_seq >= thresh:
+                    deadline = now
+                deadline = min(deadline, pkt.sent_time + pr.rtt + reo)
             if now < deadline:
-                self.reorder_deadline = deadline
+                self.reorder_deadline = min(self.reorder_deadline, deadline)
                 break
             order.popleft()
             self._lost(pkt, now, EvInput.LOSS)
-        self._packet_threshold(now)
 
-    def reorder_window(self) -> float:
-        """RACK's reordering allowance: min RTT / 4 (RFC 8985 6.2), widened to the spread
-        of RTTs seen, since spraying reorders by up to the queueing delay of the fullest
-        path (ours: 1.25 x (recent peak RTT - min RTT))."""
-        if self.srtt is None:
-            return 0.0
-        floor = self.cfg.rack_reo_fraction * self.min_rtt
-        return max(floor, 1.25 * (self.peak_rtt - self.min_rtt))
+    def plane_reorder_window(self, pr: PlaneRack) -> float:
+        """A plane's reordering allowance: 1.25 x its measured reordering, at least
+        ``rack_reo_fraction`` x min RTT (RFC 8985 6.2's floor, scaled)."""
+        return max(self.cfg.rack_reo_fraction * self.min_rtt, 1.25 * pr.reorder)
 
-    def _packet_threshold(self, now: float) -> None:
-        # htsim: max(min(1.5 cwnd, max window), 5) packets; spraying over software queues
-        # reorders deeper than a shrunken cwnd, so ours uses the upper end, 1.5 max window.
+    def _packet_threshold(self) -> int:
+        """Packets sent later on the same plane and delivered that make one lost. htsim:
+        max(min(1.5 cwnd, max window), 5) packets; spraying over software queues reorders
+        deeper than a shrunken cwnd, so ours uses the upper end, 1.5 max window."""
         max_pkts = 1.5 * self.cc.max_window() / self.mss
-        thresh = max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
-        limit = self.highest_sacked - thresh
-        lost = []
-        for psn, pkt in self.inflight.items():
-            if psn > limit:
-                break
-            if not pkt.lost and not pkt.rtx:
-                lost.append(pkt)
-        for pkt in lost:
-            self._lost(pkt, now, EvInput.LOSS)
+        return max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
 
     def _current(self, seq: int, pkt: SentPacket) -> bool:
         return pkt.seq == seq and not pkt.lost and self.inflight.get(pkt.psn) is pkt

@@ -8,14 +8,18 @@ queue threshold (marking happens at enqueue, as at every hop but the last). Link
 drop, duplicate, reorder (jitter), mark at random, and be killed silently or degraded at
 a given time. A host's NIC port (its plane) can go down: its sends on that plane are
 refused at once (the endpoint's ``send_failed``, as ENETUNREACH does on Linux) and
-packets to it on that plane vanish. Everything random comes from one seeded
-``random.Random``.
+packets to it on that plane vanish. Optionally every packet first crosses its host's NIC
+port on its plane (``uplink``): one FIFO per (host, plane) shared by all paths of that
+plane, as in the lab, where the port's queue holds most of a plane's delay; a competing
+flow can hold that queue at a standing depth (``hold_queue``, a TCP flow filling the
+port's buffer). Everything random comes from one seeded ``random.Random``.
 
 No real time is read: the fabric's clock jumps from event to event.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import itertools
@@ -95,7 +99,7 @@ class Fabric:
 
     def __init__(
         self, seed: int, planes: int = 2, paths_per_plane: int = 4,
-        link: Callable[[], Link] = Link,
+        link: Callable[[], Link] = Link, uplink: Callable[[], Link] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.planes, self.paths_per_plane = planes, paths_per_plane
@@ -104,6 +108,9 @@ class Fabric:
         self.links = {(p, k, d): link() for p in range(planes)
                       for k in range(paths_per_plane) for d in ("fwd", "rev")}
         self._path_link: dict[SrPath, Link] = {}
+        self._uplink = uplink
+        self.uplinks: dict[tuple[int, int], Link] = {}
+        """(host index, plane) -> that host's NIC port on that plane (with ``uplink``)."""
         self._addr_host: dict[bytes, Host] = {}
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -152,6 +159,29 @@ class Fabric:
         else:
             self.ports_down.add((host.index, plane))
 
+    def uplink_of(self, host: Host, plane: int) -> Link | None:
+        """The host's NIC port on ``plane`` (None: the fabric has no uplinks)."""
+        if self._uplink is None:
+            return None
+        key = (host.index, plane)
+        if key not in self.uplinks:
+            self.uplinks[key] = self._uplink()
+        return self.uplinks[key]
+
+    def hold_queue(self, host: Host, plane: int, depth: float, until: float,
+                   every: float = 50e-6) -> None:
+        """A competing flow keeps the host's port on ``plane`` at least ``depth`` seconds
+        deep until ``until`` (it uses whatever the port's rate leaves)."""
+        port = self.uplink_of(host, plane)
+        assert port is not None, "hold_queue needs uplinks"
+
+        def top_up() -> None:
+            port.busy_until = max(port.busy_until, self.now + depth)
+            if self.now + every < until:
+                self.at(self.now + every, top_up)
+
+        self.at(self.now, top_up)
+
     def link_of(self, path: SrPath) -> Link:
         """The link a path crosses."""
         return self._path_link[path]
@@ -179,11 +209,23 @@ class Fabric:
             return
         size = len(tx.payload) + OVERHEAD
         is_data = isinstance(tx.header, frames.DataHeader)
-        for t, ce in self._path_link[tx.path].send(self.now, size, self.rng, is_data):
-            ph = frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev,
-                                   dscp=tx.dscp, ecn=frames.Ecn.CE if ce else frames.Ecn.ECT0)
-            packet = frames.Packet(ph, tx.header, bytes(tx.payload))
-            self.at(t, functools.partial(self._deliver, dst, packet, plane))
+        packet = frames.Packet(frames.PathHeader(tx.path.src.packed, tx.path.dst.packed,
+                                                 ev=tx.ev, dscp=tx.dscp), tx.header,
+                               bytes(tx.payload))
+        port = self.uplink_of(host, plane)
+        if port is None:
+            self._cross(tx.path, packet, dst, size, is_data, False)
+            return
+        for t, ce in port.send(self.now, size, self.rng, is_data):
+            self.at(t, functools.partial(self._cross, tx.path, packet, dst, size, is_data, ce))
+
+    def _cross(self, path: SrPath, packet: frames.Packet, dst: Host, size: int,
+               is_data: bool, ce_before: bool) -> None:
+        """``packet`` enters ``path``'s link now; it was CE-marked before if ``ce_before``."""
+        for t, ce in self._path_link[path].send(self.now, size, self.rng, is_data):
+            ecn = frames.Ecn.CE if ce or ce_before else frames.Ecn.ECT0
+            marked = dataclasses.replace(packet, path=dataclasses.replace(packet.path, ecn=ecn))
+            self.at(t, functools.partial(self._deliver, dst, marked, path.plane))
 
     def _deliver(self, host: Host, packet: frames.Packet, plane: int = 0) -> None:
         if (host.index, plane) in self.ports_down:
