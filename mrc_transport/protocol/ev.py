@@ -204,9 +204,6 @@ class EvSet:
         self.base_rtt = cfg.initial_rtt
         self.srtt = cfg.initial_rtt
         """Smoothed RTT (the sender keeps both up to date)."""
-        self.plane_rtt: dict[int, float] = {}
-        """Smoothed RTT of each plane's data packets (the sender keeps it up to date): the
-        scheduler sends less on a plane whose port queue stands deep."""
         self.ports_down: dict[int, float] = {}
         """Planes whose local port refused a send -> when to probe that port next."""
         self.peer_plane = {p.dst.packed: p.plane for p in self.paths}

@@ -58,7 +58,7 @@ class RandomScheduler(Scheduler):
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        self._credit: dict[int, float] = {}
+        self._credit: dict[int, int] = {}
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
         mine = self._plane(evs)
@@ -73,10 +73,9 @@ class RandomScheduler(Scheduler):
 
     def _plane(self, evs: EvSet) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx)."""
-        credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
-        fastest = min(evs.plane_rtt.values(), default=0.0)
+        credit, best, best_credit, total = self._credit, -1, 0, 0
         for plane in evs.planes:
-            weight = len(evs.usable_in(plane)) * _delay_factor(evs, plane, fastest)
+            weight = len(evs.usable_in(plane))
             if not weight:
                 continue
             total += weight
@@ -87,21 +86,6 @@ class RandomScheduler(Scheduler):
             return []
         credit[best] -= total
         return evs.usable_in(best)
-
-
-def _delay_factor(evs: EvSet, plane: int, fastest: float) -> float:
-    """A plane's share shrinks with its RTT beyond twice the fastest plane's (ours).
-
-    Every packet holds a share of the one congestion window until it is acknowledged, so
-    a plane whose NIC port holds a standing queue (in the demo, the TCP flow's: ~20 ms
-    against ~1.5 ms) keeps the window full of its own packets, starves the others and
-    leaves holes that in-order delivery waits on for its whole RTT. Sending to each plane
-    in proportion to 1 / RTT beyond the dead zone evens out the time packets hold the
-    window; the factor is 1 for planes within 2x, so ordinary jitter changes nothing."""
-    rtt = evs.plane_rtt.get(plane)
-    if rtt is None or fastest <= 0:
-        return 1.0
-    return min(1.0, 2 * fastest / rtt)
 
 
 class RoundRobinScheduler(Scheduler):

@@ -357,7 +357,6 @@ class Sender:
             pr.seq, pr.plane_seq, pr.rtt = pkt.seq, pkt.plane_seq, rtt
         pr.srtt = rtt if pr.srtt is None else 0.875 * pr.srtt + 0.125 * rtt
         pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
-        self.evs.plane_rtt[pkt.ev.plane] = pr.srtt
 
     def _plane_sample(self, value: int, rtt: float | None) -> None:
         """The reflected timestamp of the packet that triggered a SACK, on the EV it
