@@ -40,7 +40,7 @@ fastpath: .venv/.stamp-fastpath
 
 lint: setup
 	.venv/bin/ruff check .
-	.venv/bin/ruff format --check . || true
+	.venv/bin/ruff format --check .
 
 typecheck: setup
 	.venv/bin/mypy

@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         base = base or r
         gbps = r.sender_pps * args.mss * 8 / 1e9
         ratio = r.sender_pps / base.sender_pps
-        print(f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}{ratio:>10.2f}")
+        print(
+            f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}{ratio:>10.2f}"
+        )
     return 0
 
 

@@ -38,8 +38,12 @@ def _children_cpu() -> float:
 def mrc(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
     """(goodput bit/s, CPU seconds of both ends) of one verified MRC connection."""
     c0 = _children_cpu()
-    res = subprocess.run([*PERF, "--lab", lab, "--from", src, "--to", dst, "-t", str(seconds),
-                          "-J", "-i", "0"], capture_output=True, text=True, timeout=seconds + 60)
+    res = subprocess.run(
+        [*PERF, "--lab", lab, "--from", src, "--to", dst, "-t", str(seconds), "-J", "-i", "0"],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    )
     cpu = _children_cpu() - c0
     if res.returncode != 0:
         raise RuntimeError(f"mrc perf failed: {res.stderr.strip()[-300:]}")
@@ -49,19 +53,33 @@ def mrc(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
     return float(end["sum_received"]["bits_per_second"]), cpu
 
 
-def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float,
-           udp: bool) -> tuple[float, float]:
+def iperf3(
+    lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bool
+) -> tuple[float, float]:
     """(goodput bit/s, CPU seconds of both ends) of one iperf3 flow over the baseline route."""
     port = 5301
     c0 = _children_cpu()
-    server = subprocess.Popen(["ip", "netns", "exec", namespace(lab, dst), "iperf3", "-s", "-1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", namespace(lab, dst), "iperf3", "-s", "-1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = [
-            "ip", "netns", "exec", namespace(lab, src), "iperf3", "-J", "-t", str(seconds),
-            "-c", str(addressing.baseline_address(topo, dst)),
-            "-B", str(addressing.baseline_address(topo, src)), "-p", str(port),
+            "ip",
+            "netns",
+            "exec",
+            namespace(lab, src),
+            "iperf3",
+            "-J",
+            "-t",
+            str(seconds),
+            "-c",
+            str(addressing.baseline_address(topo, dst)),
+            "-B",
+            str(addressing.baseline_address(topo, src)),
+            "-p",
+            str(port),
         ]
         if udp:
             client += ["-u", "-b", "0", "-l", "8900"]
@@ -90,8 +108,14 @@ def _g(bps: float) -> str:
 
 
 def unshaped(seconds: float) -> None:
-    topo = Topology(planes=2, racks=2, hosts_per_rack=1, t1_per_plane=2,
-                    host_link=UNSHAPED, fabric_link=UNSHAPED)
+    topo = Topology(
+        planes=2,
+        racks=2,
+        hosts_per_rack=1,
+        t1_per_plane=2,
+        host_link=UNSHAPED,
+        fabric_link=UNSHAPED,
+    )
     lab = "bp" + uuid.uuid4().hex[:6]
     try:
         up(topo, lab)
@@ -122,10 +146,14 @@ def shaped(seconds: float) -> None:
     port = topo.host_link.rate_bps
     total = port * topo.planes
     print(f"(b) shaped `default`, {src} -> {dst}: {topo.planes} ports x {port / 1e6:g} Mbit/s")
-    print(f"    MRC, 1 connection      {m / 1e6:7.1f} Mbit/s = {m / total:.3f} of all ports "
-          f"(target >= 0.9)")
-    print(f"    iperf3 TCP, 1 flow     {t / 1e6:7.1f} Mbit/s = {t / port:.3f} of one port, "
-          f"{t / total:.3f} of all")
+    print(
+        f"    MRC, 1 connection      {m / 1e6:7.1f} Mbit/s = {m / total:.3f} of all ports "
+        f"(target >= 0.9)"
+    )
+    print(
+        f"    iperf3 TCP, 1 flow     {t / 1e6:7.1f} Mbit/s = {t / port:.3f} of one port, "
+        f"{t / total:.3f} of all"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,32 +29,56 @@ def register(subparsers: Any, help_text: str) -> None:
     sub = demo.add_subparsers(dest="demo_command", metavar="DEMO", parser_class=type(demo))
     demo.set_defaults(func=_no_demo)
 
-    p = sub.add_parser("failover", help="cut links under an MRC transfer and a TCP flow",
-                       description="cut links under an MRC transfer and a single-path TCP "
-                                   "flow; measure stalls and recovery")
+    p = sub.add_parser(
+        "failover",
+        help="cut links under an MRC transfer and a TCP flow",
+        description="cut links under an MRC transfer and a single-path TCP "
+        "flow; measure stalls and recovery",
+    )
     _common(p)
     p.add_argument("--schedule", metavar="FILE", help="YAML list of faults (default: issue 6's)")
-    p.add_argument("--duration", type=_seconds, default=None, metavar="S",
-                   help="scale the schedule to this many seconds of transfer")
-    p.add_argument("--no-live", dest="live", action="store_false",
-                   help="no live view: one line per fault")
-    p.add_argument("--from", dest="src", metavar="HOST", help="sender (default: first host "
-                                                                 "of the last rack)")
+    p.add_argument(
+        "--duration",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="scale the schedule to this many seconds of transfer",
+    )
+    p.add_argument(
+        "--no-live", dest="live", action="store_false", help="no live view: one line per fault"
+    )
+    p.add_argument(
+        "--from", dest="src", metavar="HOST", help="sender (default: first host of the last rack)"
+    )
     p.add_argument("--to", dest="dst", metavar="HOST", help="receiver (default: h0)")
     p.set_defaults(func=_failover)
 
-    p = sub.add_parser("collisions", help="two-rack permutation: ECMP TCP versus MRC",
-                       description="two-rack permutation traffic: single-path TCP over ECMP "
-                                   "versus one MRC connection per pair")
+    p = sub.add_parser(
+        "collisions",
+        help="two-rack permutation: ECMP TCP versus MRC",
+        description="two-rack permutation traffic: single-path TCP over ECMP "
+        "versus one MRC connection per pair",
+    )
     _common(p)
-    p.add_argument("--duration", type=_seconds, default=8.0, metavar="S",
-                   help="seconds per run (default 8)")
-    p.add_argument("--planes", type=int, default=1, metavar="N",
-                   help="planes of the fabric (default 1: the paper's permutation is within "
-                        "a plane; 0 keeps the preset's)")
-    p.add_argument("--rate", type=float, default=20.0, metavar="MBIT",
-                   help="link rate in Mbit/s (default 20: 2 Python MRC processes per pair "
-                        "must not be CPU-bound; 0 keeps the preset's)")
+    p.add_argument(
+        "--duration", type=_seconds, default=8.0, metavar="S", help="seconds per run (default 8)"
+    )
+    p.add_argument(
+        "--planes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="planes of the fabric (default 1: the paper's permutation is within "
+        "a plane; 0 keeps the preset's)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=20.0,
+        metavar="MBIT",
+        help="link rate in Mbit/s (default 20: 2 Python MRC processes per pair "
+        "must not be CPU-bound; 0 keeps the preset's)",
+    )
     p.set_defaults(func=_collisions)
 
 
@@ -62,10 +86,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", choices=("tiny", "default", "large"), default=None)
     src.add_argument("--topology", metavar="FILE", help="YAML topology file")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                   help=f"folder for the report and PNGs (default {DEFAULT_OUT})")
-    p.add_argument("--name", default=DEFAULT_LAB, type=_lab_name,
-                   help=f"lab name (default {DEFAULT_LAB})")
+    p.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"folder for the report and PNGs (default {DEFAULT_OUT})",
+    )
+    p.add_argument(
+        "--name", default=DEFAULT_LAB, type=_lab_name, help=f"lab name (default {DEFAULT_LAB})"
+    )
 
 
 def _lab_name(text: str) -> str:
@@ -126,9 +155,17 @@ def failover_config(args: argparse.Namespace) -> Any:
         pick_hosts(topo, args.src, args.dst)
     except DemoError as exc:
         raise UsageError(str(exc)) from None
-    return FailoverConfig(topo=topo, lab=args.name, steps=tuple(steps), duration=duration,
-                          out=Path(args.out), live=args.live, preset=preset,
-                          src=args.src, dst=args.dst)
+    return FailoverConfig(
+        topo=topo,
+        lab=args.name,
+        steps=tuple(steps),
+        duration=duration,
+        out=Path(args.out),
+        live=args.live,
+        preset=preset,
+        src=args.src,
+        dst=args.dst,
+    )
 
 
 def _failover(args: argparse.Namespace) -> int:
@@ -171,6 +208,7 @@ def _collisions(args: argparse.Namespace) -> int:
     except DemoError as exc:
         raise UsageError(str(exc)) from None
     _need_root()
-    cfg = CollisionsConfig(topo=topo, lab=args.name, duration=args.duration,
-                           out=Path(args.out), preset=preset)
+    cfg = CollisionsConfig(
+        topo=topo, lab=args.name, duration=args.duration, out=Path(args.out), preset=preset
+    )
     return _guarded(args, lambda: run_collisions(cfg))

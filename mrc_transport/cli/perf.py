@@ -53,8 +53,13 @@ def register(subparsers: Any, help_text: str) -> None:
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")
     p.add_argument("--lab", metavar="LAB", help="lab name (default: the lab this host is in)")
     p.add_argument("--paths-file", metavar="FILE", help="YAML file of SRv6 paths (no lab)")
-    p.add_argument("--path", action="append", default=[], metavar="SPEC",
-                   help="an SRv6 path to HOST: plane=0,src=A,dst=B,usid=C,segments=S1+S2,port=X")
+    p.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="an SRv6 path to HOST: plane=0,src=A,dst=B,usid=C,segments=S1+S2,port=X",
+    )
     p.add_argument("--records", metavar="FILE", help="receiver: per-delivery JSON lines")
     p.add_argument("--flow", default="mrc", help="flow name in --records (default mrc)")
     p.add_argument("--seed", type=int, default=None, help="seed of the endpoint's RNG")
@@ -246,8 +251,14 @@ def _config(args: argparse.Namespace, provider: Any) -> Any:
         # a loaded path stores and forwards each packet at every hop (host-T0-T1-T0-host)
         # but the min RTT is taken with full tbf buckets, which forward at once
         host_delay += 2 * mss * 8 * (1 / topo.host_link.rate_bps + 1 / topo.fabric_link.rate_bps)
-    return Config(mss=mss, ev_count=args.evs, cc=args.cc, scheduler=args.scheduler,
-                  nic_rate_bps=nic_rate, host_delay=host_delay)
+    return Config(
+        mss=mss,
+        ev_count=args.evs,
+        cc=args.cc,
+        scheduler=args.scheduler,
+        nic_rate_bps=nic_rate,
+        host_delay=host_delay,
+    )
 
 
 def _write_records(args: argparse.Namespace, records: list[tuple[float, int]]) -> None:
@@ -256,8 +267,10 @@ def _write_records(args: argparse.Namespace, records: list[tuple[float, int]]) -
     tmp = args.records + ".tmp"
     with open(tmp, "w") as f:
         for t, n in records:
-            f.write(json.dumps({"t_mono": t, "nbytes": n, "flow": args.flow},
-                               separators=(",", ":")) + "\n")
+            f.write(
+                json.dumps({"t_mono": t, "nbytes": n, "flow": args.flow}, separators=(",", ":"))
+                + "\n"
+            )
     os.replace(tmp, args.records)
 
 
@@ -304,13 +317,14 @@ async def _client_main(
     cpu0, wall0 = perf.cpu_seconds(), time.monotonic()
     start = _start_doc(args, paths, cfg, duration, nbytes, session)
     out.event("start", start)
-    out.text(f"Connecting to host {args.client}, port {args.port}: {len(paths)} paths in "
-             f"{len({p.plane for p in paths})} planes, {args.encoding}, {cfg.ev_count} EVs, "
-             f"mss {cfg.mss}")
+    out.text(
+        f"Connecting to host {args.client}, port {args.port}: {len(paths)} paths in "
+        f"{len({p.plane for p in paths})} planes, {args.encoding}, {cfg.ev_count} EVs, "
+        f"mss {cfg.mss}"
+    )
     streams: list[perf.StreamStats] = []
     failure: str | None = None
-    async with open_endpoint(cfg, port=args.port, encoding=args.encoding,
-                             rng=rng) as ep:
+    async with open_endpoint(cfg, port=args.port, encoding=args.encoding, rng=rng) as ep:
         async with trio.open_nursery() as outer:
             outer.start_soon(_Reporter(out, streams, args.interval).run)
             async with trio.open_nursery() as nursery:
@@ -318,12 +332,24 @@ async def _client_main(
                     handle = ep.connect(paths)
                     share = nbytes // args.parallel + (i < nbytes % args.parallel)
                     params = perf.PerfParams(
-                        session, i, args.parallel, args.reverse, duration, share,
-                        parse_size(args.length, "-l"), parse_rate(args.bitrate), planes)
+                        session,
+                        i,
+                        args.parallel,
+                        args.reverse,
+                        duration,
+                        share,
+                        parse_size(args.length, "-l"),
+                        parse_rate(args.bitrate),
+                        planes,
+                    )
                     stats = perf.StreamStats(handle, sending=not args.reverse)
                     streams.append(stats)
-                    nursery.start_soon(_guard, perf.client_stream(handle, params, stats,
-                                                                 time.monotonic), streams, i)
+                    nursery.start_soon(
+                        _guard,
+                        perf.client_stream(handle, params, stats, time.monotonic),
+                        streams,
+                        i,
+                    )
             outer.cancel_scope.cancel()
         failure = next((s.local.get("error") for s in streams if s.local.get("error")), None)
         await ep.aclose(0.5)
@@ -339,8 +365,9 @@ async def _client_main(
         print(f"mrc perf: error: {failure}", file=sys.stderr)
         return 1
     if not end["verified"]:
-        print("mrc perf: error: transfer NOT verified (byte count or sha256 differ)",
-              file=sys.stderr)
+        print(
+            "mrc perf: error: transfer NOT verified (byte count or sha256 differ)", file=sys.stderr
+        )
         return 1
     return 0
 
@@ -369,8 +396,9 @@ class _Reporter:
 
         if self.interval <= 0:
             return
-        self.out.text("[ ID] Interval           Transfer     Bitrate         Retr  "
-                      "EVs act/ret   ECN     sRTT")
+        self.out.text(
+            "[ ID] Interval           Transfer     Bitrate         Retr  EVs act/ret   ECN     sRTT"
+        )
         n = 1
         while True:
             await trio.sleep_until(_trio_time(self.t0 + n * self.interval))
@@ -397,12 +425,24 @@ class _Reporter:
             f"  {dr:4d}  {active:5d}/{retired:<5d} {de:5d}  "
             + (f"{srtt / 1000:6.2f}ms" if srtt is not None else "     -")
         )
-        self.out.event("interval", {"sum": {
-            "start": a, "end": b, "seconds": seconds, "bytes": db,
-            "bits_per_second": rate(db, seconds), "retransmits": dr, "ecn_marks": de,
-            "active_evs": active, "retired_evs": retired, "srtt_us": srtt,
-            "sender": self.streams[0].sending if self.streams else True,
-        }})
+        self.out.event(
+            "interval",
+            {
+                "sum": {
+                    "start": a,
+                    "end": b,
+                    "seconds": seconds,
+                    "bytes": db,
+                    "bits_per_second": rate(db, seconds),
+                    "retransmits": dr,
+                    "ecn_marks": de,
+                    "active_evs": active,
+                    "retired_evs": retired,
+                    "srtt_us": srtt,
+                    "sender": self.streams[0].sending if self.streams else True,
+                }
+            },
+        )
 
 
 def _trio_time(t_mono: float) -> float:
@@ -411,8 +451,9 @@ def _trio_time(t_mono: float) -> float:
     return trio.current_time() + (t_mono - time.monotonic())
 
 
-def _start_doc(args: argparse.Namespace, paths: list[Any], cfg: Any, duration: float,
-               nbytes: int, session: str) -> dict[str, Any]:
+def _start_doc(
+    args: argparse.Namespace, paths: list[Any], cfg: Any, duration: float, nbytes: int, session: str
+) -> dict[str, Any]:
     from mrc_transport import __version__, wire
 
     return {
@@ -422,12 +463,21 @@ def _start_doc(args: argparse.Namespace, paths: list[Any], cfg: Any, duration: f
         "connecting_to": {"host": args.client, "port": args.port},
         "cookie": session,
         "test_start": {
-            "protocol": "MRC", "num_streams": args.parallel,
-            "blksize": parse_size(args.length, "-l"), "duration": duration, "bytes": nbytes,
-            "reverse": int(args.reverse), "target_bitrate": parse_rate(args.bitrate),
-            "evs": cfg.ev_count, "planes": sorted({p.plane for p in paths}),
-            "paths": len(paths), "encoding": args.encoding, "cc": cfg.cc,
-            "scheduler": cfg.scheduler, "mss": cfg.mss, "codec": wire.BACKEND,
+            "protocol": "MRC",
+            "num_streams": args.parallel,
+            "blksize": parse_size(args.length, "-l"),
+            "duration": duration,
+            "bytes": nbytes,
+            "reverse": int(args.reverse),
+            "target_bitrate": parse_rate(args.bitrate),
+            "evs": cfg.ev_count,
+            "planes": sorted({p.plane for p in paths}),
+            "paths": len(paths),
+            "encoding": args.encoding,
+            "cc": cfg.cc,
+            "scheduler": cfg.scheduler,
+            "mss": cfg.mss,
+            "codec": wire.BACKEND,
         },
     }
 
@@ -442,8 +492,13 @@ def _receiver_report(s: Any) -> dict[str, Any]:
     return report
 
 
-def _end_doc(streams: list[Any], cpu0: tuple[float, float], cpu1: tuple[float, float],
-             wall: float, ep_counters: dict[str, Any]) -> dict[str, Any]:
+def _end_doc(
+    streams: list[Any],
+    cpu0: tuple[float, float],
+    cpu1: tuple[float, float],
+    wall: float,
+    ep_counters: dict[str, Any],
+) -> dict[str, Any]:
     out_streams = []
     sent_b = recv_b = retr = 0
     sent_s = recv_s = 0.0
@@ -461,25 +516,45 @@ def _end_doc(streams: list[Any], cpu0: tuple[float, float], cpu1: tuple[float, f
             for k in acc:
                 acc[k] += int(p.get(k, 0))
         evs += [{"stream": i, **e} for e in snd.get("evs", [])]
-        out_streams.append({
-            "id": i,
-            "sender": {"bytes": sb, "seconds": ss, "bits_per_second": rate(sb, ss),
-                       "retransmits": r, "srtt_us": snd.get("srtt_us")},
-            "receiver": {"bytes": rb, "seconds": rs, "bits_per_second": rate(rb, rs)},
-            "verified": bool(s.verified), "error": s.local.get("error"),
-            "sender_counters": snd.get("counters", {}),
-            "receiver_counters": rcv.get("counters", {}),
-        })
+        out_streams.append(
+            {
+                "id": i,
+                "sender": {
+                    "bytes": sb,
+                    "seconds": ss,
+                    "bits_per_second": rate(sb, ss),
+                    "retransmits": r,
+                    "srtt_us": snd.get("srtt_us"),
+                },
+                "receiver": {"bytes": rb, "seconds": rs, "bits_per_second": rate(rb, rs)},
+                "verified": bool(s.verified),
+                "error": s.local.get("error"),
+                "sender_counters": snd.get("counters", {}),
+                "receiver_counters": rcv.get("counters", {}),
+            }
+        )
     total_sent = sum(p["sent"] for p in planes.values()) or 1
-    plane_list = [{"plane": k, "share": v["sent"] / total_sent, **v}
-                  for k, v in sorted(planes.items())]
+    plane_list = [
+        {"plane": k, "share": v["sent"] / total_sent, **v} for k, v in sorted(planes.items())
+    ]
     user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
     return {
         "streams": out_streams,
-        "sum_sent": {"start": 0, "end": sent_s, "seconds": sent_s, "bytes": sent_b,
-                     "bits_per_second": rate(sent_b, sent_s), "retransmits": retr},
-        "sum_received": {"start": 0, "end": recv_s, "seconds": recv_s, "bytes": recv_b,
-                         "bits_per_second": rate(recv_b, recv_s)},
+        "sum_sent": {
+            "start": 0,
+            "end": sent_s,
+            "seconds": sent_s,
+            "bytes": sent_b,
+            "bits_per_second": rate(sent_b, sent_s),
+            "retransmits": retr,
+        },
+        "sum_received": {
+            "start": 0,
+            "end": recv_s,
+            "seconds": recv_s,
+            "bytes": recv_b,
+            "bits_per_second": rate(recv_b, recv_s),
+        },
         "verified": bool(streams) and all(s.verified for s in streams),
         "planes": plane_list,
         "evs": evs,
@@ -497,15 +572,21 @@ def _print_end(out: Output, streams: list[Any], end: dict[str, Any], reverse: bo
     ss, sr = end["sum_sent"], end["sum_received"]
     out.text("- " * 36)
     out.text("[ ID] Interval           Transfer     Bitrate         Retr")
-    out.text(f"[SUM]   0.00-{ss['seconds']:<6.2f} sec  {human_bytes(ss['bytes'])}  "
-             f"{human_rate(ss['bits_per_second'])}  {ss['retransmits']:4d}   sender")
-    out.text(f"[SUM]   0.00-{sr['seconds']:<6.2f} sec  {human_bytes(sr['bytes'])}  "
-             f"{human_rate(sr['bits_per_second'])}         receiver")
+    out.text(
+        f"[SUM]   0.00-{ss['seconds']:<6.2f} sec  {human_bytes(ss['bytes'])}  "
+        f"{human_rate(ss['bits_per_second'])}  {ss['retransmits']:4d}   sender"
+    )
+    out.text(
+        f"[SUM]   0.00-{sr['seconds']:<6.2f} sec  {human_bytes(sr['bytes'])}  "
+        f"{human_rate(sr['bits_per_second'])}         receiver"
+    )
     out.text("Per plane (sender's view):")
     out.text(" plane  share   packets    acked   ECN  lost  EVs usable/retired")
     for p in end["planes"]:
-        out.text(f" {p['plane']:5d}  {100 * p['share']:5.1f}%  {p['sent']:8d} {p['acked']:8d} "
-                 f"{p['ecn']:5d} {p['lost']:5d}  {p['usable_evs']:4d}/{p['retired_evs']}")
+        out.text(
+            f" {p['plane']:5d}  {100 * p['share']:5.1f}%  {p['sent']:8d} {p['acked']:8d} "
+            f"{p['ecn']:5d} {p['lost']:5d}  {p['usable_evs']:4d}/{p['retired_evs']}"
+        )
     bad = end["endpoint"].get("bad_packets") or {}
     if bad:
         out.text(f"dropped malformed packets: {bad}")
@@ -541,8 +622,13 @@ async def _server_main(args: argparse.Namespace, out: Output, provider: Any, cfg
     sessions: dict[str, list[Any]] = {}
     done = trio.Event()
     failed: list[str] = []
-    async with open_endpoint(cfg, paths_for=provider.paths_for, port=args.port,
-                             encoding=args.encoding, rng=random.Random(args.seed)) as ep:
+    async with open_endpoint(
+        cfg,
+        paths_for=provider.paths_for,
+        port=args.port,
+        encoding=args.encoding,
+        rng=random.Random(args.seed),
+    ) as ep:
         out.text(f"Server listening on {args.port} ({args.encoding})")
         out.event("listening", {"port": args.port})
         print(f"Server listening on {args.port}", file=sys.stderr, flush=True)
@@ -559,15 +645,23 @@ async def _server_done_watch(done: Any, nursery: Any) -> None:
     nursery.cancel_scope.cancel()
 
 
-async def _server_conn(args: argparse.Namespace, out: Output, ep: Any, handle: Any,
-                       sessions: dict[str, list[Any]], done: Any, failed: list[str]) -> None:
+async def _server_conn(
+    args: argparse.Namespace,
+    out: Output,
+    ep: Any,
+    handle: Any,
+    sessions: dict[str, list[Any]],
+    done: Any,
+    failed: list[str],
+) -> None:
     from mrc_transport.io import perf
     from mrc_transport.io.endpoint import ConnectionLost
 
     box: list[Any] = []
     try:
         params, stats = await perf.server_stream(
-            handle, time.monotonic, lambda p, s: box.append((p, s)))
+            handle, time.monotonic, lambda p, s: box.append((p, s))
+        )
     except (ConnectionLost, perf.PerfError) as exc:
         out.text(f"connection failed: {exc}")
         if box:  # a test that started and broke; a connection without valid P is not one
@@ -581,11 +675,22 @@ async def _server_conn(args: argparse.Namespace, out: Output, ep: Any, handle: A
     seconds = (stats.t1 - stats.t0) or 1e-9
     role = "sent" if stats.sending else "received"
     verdict = "verified" if stats.verified else "NOT VERIFIED"
-    out.text(f"[{params.index:3d}] {role} {human_bytes(nbytes)} in {seconds:.2f} s, "
-             f"{human_rate(rate(nbytes, seconds))}, {verdict}")
-    out.event("stream_end", {"session": params.session, "index": params.index,
-                             "bytes": nbytes, "seconds": seconds, "verified": stats.verified,
-                             "report": stats.local, "endpoint": ep.counters()})
+    out.text(
+        f"[{params.index:3d}] {role} {human_bytes(nbytes)} in {seconds:.2f} s, "
+        f"{human_rate(rate(nbytes, seconds))}, {verdict}"
+    )
+    out.event(
+        "stream_end",
+        {
+            "session": params.session,
+            "index": params.index,
+            "bytes": nbytes,
+            "seconds": seconds,
+            "verified": stats.verified,
+            "report": stats.local,
+            "endpoint": ep.counters(),
+        },
+    )
     if not stats.verified:
         failed.append(f"session {params.session} stream {params.index} not verified")
     if len(group) == params.parallel:
@@ -600,8 +705,20 @@ async def _server_conn(args: argparse.Namespace, out: Output, ep: Any, handle: A
 
 def _passthrough(args: argparse.Namespace) -> list[str]:
     """The flags both ends share, in argv form."""
-    argv = ["-p", str(args.port), "--lab", args.lab, "--encoding", args.encoding,
-            "--evs", str(args.evs), "--cc", args.cc, "--scheduler", args.scheduler]
+    argv = [
+        "-p",
+        str(args.port),
+        "--lab",
+        args.lab,
+        "--encoding",
+        args.encoding,
+        "--evs",
+        str(args.evs),
+        "--cc",
+        args.cc,
+        "--scheduler",
+        args.scheduler,
+    ]
     if args.mss:
         argv += ["--mss", str(args.mss)]
     return argv
@@ -616,8 +733,20 @@ def run_one_shot(args: argparse.Namespace) -> int:
             raise UsageError(f"no host {host!r} in a running lab {args.lab!r}")
     py = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
     server = [*py, "-s", "-1", *_passthrough(args), "-i", "0"]
-    client = [*py, "-c", args.dst, *_passthrough(args), "-i", str(args.interval),
-              "-P", str(args.parallel), "-b", args.bitrate, "-l", args.length]
+    client = [
+        *py,
+        "-c",
+        args.dst,
+        *_passthrough(args),
+        "-i",
+        str(args.interval),
+        "-P",
+        str(args.parallel),
+        "-b",
+        args.bitrate,
+        "-l",
+        args.length,
+    ]
     if args.time is not None:
         client += ["-t", str(args.time)]
     if args.bytes is not None:
@@ -638,15 +767,21 @@ def run_one_shot(args: argparse.Namespace) -> int:
         receiver = client if args.reverse else server
         receiver += ["--records", os.path.abspath(args.records), "--flow", args.flow]
     ns = ["ip", "netns", "exec"]
-    srv = subprocess.Popen([*ns, namespace(args.lab, args.dst), *server],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    srv = subprocess.Popen(
+        [*ns, namespace(args.lab, args.dst), *server],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert srv.stderr is not None
         line = srv.stderr.readline()  # "Server listening on PORT", or an error
         if not line.startswith("Server listening"):
             srv.wait(5)
-            print(f"mrc perf: server failed: {line.strip()} {srv.stderr.read().strip()}",
-                  file=sys.stderr)
+            print(
+                f"mrc perf: server failed: {line.strip()} {srv.stderr.read().strip()}",
+                file=sys.stderr,
+            )
             return 1
         rc = subprocess.call([*ns, namespace(args.lab, args.src), *client])
         try:

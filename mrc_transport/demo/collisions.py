@@ -70,8 +70,11 @@ def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
         if planes:
             topo = replace(topo, planes=planes)
         if rate_bps:
-            topo = replace(topo, host_link=replace(topo.host_link, rate_bps=rate_bps),
-                           fabric_link=replace(topo.fabric_link, rate_bps=rate_bps))
+            topo = replace(
+                topo,
+                host_link=replace(topo.host_link, rate_bps=rate_bps),
+                fabric_link=replace(topo.fabric_link, rate_bps=rate_bps),
+            )
     except LabError as exc:
         raise DemoError(str(exc)) from None
     return topo
@@ -118,8 +121,9 @@ class RunResult:
     verified: dict[str, bool] = field(default_factory=dict)
 
 
-async def _tcp_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any,
-                   res: RunResult) -> None:
+async def _tcp_run(
+    cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any, res: RunResult
+) -> None:
     import trio
 
     from mrc_transport.demo.procs import tcpflow_argv
@@ -129,30 +133,43 @@ async def _tcp_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], chil
         rxs, txs = [], []
         for s, d in pairs:
             name = pair_name(s, d)
-            rxs.append(await children.start(nursery, f"ecmp-recv-{d}", namespace(cfg.lab, d),
-                                            tcpflow_argv("recv", "--port", str(TCP_PORT),
-                                                         "--flow", name, "--records",
-                                                         str(rec[name]))))
+            rxs.append(
+                await children.start(
+                    nursery,
+                    f"ecmp-recv-{d}",
+                    namespace(cfg.lab, d),
+                    tcpflow_argv(
+                        "recv", "--port", str(TCP_PORT), "--flow", name, "--records", str(rec[name])
+                    ),
+                )
+            )
         for rx in rxs:
             await rx.wait_event("listening", 30)
         res.t_start = time.monotonic()
         for s, d in pairs:
             dst = str(addressing.baseline_address(cfg.topo, d))
-            txs.append(await children.start(nursery, f"ecmp-send-{s}", namespace(cfg.lab, s),
-                                            tcpflow_argv("send", dst, "--port", str(TCP_PORT),
-                                                         "-t", f"{cfg.duration:.3f}")))
+            txs.append(
+                await children.start(
+                    nursery,
+                    f"ecmp-send-{s}",
+                    namespace(cfg.lab, s),
+                    tcpflow_argv("send", dst, "--port", str(TCP_PORT), "-t", f"{cfg.duration:.3f}"),
+                )
+            )
         for (s, d), tx, rx in zip(pairs, txs, rxs, strict=True):
             await tx.wait_exit(cfg.duration + 120)
             await rx.wait_exit(60)
             end, sent = rx.find("end") or {}, tx.find("end") or {}
-            res.verified[pair_name(s, d)] = (bool(end.get("verified"))
-                                             and end.get("bytes") == sent.get("bytes_sent"))
+            res.verified[pair_name(s, d)] = bool(end.get("verified")) and end.get(
+                "bytes"
+            ) == sent.get("bytes_sent")
     for path in rec.values():
         res.deliveries += read_records(path)
 
 
-async def _mrc_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any,
-                   res: RunResult) -> None:
+async def _mrc_run(
+    cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any, res: RunResult
+) -> None:
     import trio
 
     from mrc_transport.demo.procs import perf_argv
@@ -162,19 +179,52 @@ async def _mrc_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], chil
         srvs, clis = [], []
         for k, (s, d) in enumerate(pairs):
             name = pair_name(s, d)
-            srvs.append(await children.start(
-                nursery, f"mrc-server-{d}", namespace(cfg.lab, d),
-                perf_argv("-s", "-1", "--lab", cfg.lab, "-p", str(MRC_BASE_PORT + k),
-                          "--json-stream", "-i", "0", "--records", str(rec[name]),
-                          "--flow", name)))
+            srvs.append(
+                await children.start(
+                    nursery,
+                    f"mrc-server-{d}",
+                    namespace(cfg.lab, d),
+                    perf_argv(
+                        "-s",
+                        "-1",
+                        "--lab",
+                        cfg.lab,
+                        "-p",
+                        str(MRC_BASE_PORT + k),
+                        "--json-stream",
+                        "-i",
+                        "0",
+                        "--records",
+                        str(rec[name]),
+                        "--flow",
+                        name,
+                    ),
+                )
+            )
         for srv in srvs:
             await srv.wait_event("listening", 30)
         res.t_start = time.monotonic()
         for k, (s, d) in enumerate(pairs):
-            clis.append(await children.start(
-                nursery, f"mrc-client-{s}", namespace(cfg.lab, s),
-                perf_argv("-c", d, "--lab", cfg.lab, "-p", str(MRC_BASE_PORT + k),
-                          "-t", f"{cfg.duration:.3f}", "--json-stream", "-i", "0")))
+            clis.append(
+                await children.start(
+                    nursery,
+                    f"mrc-client-{s}",
+                    namespace(cfg.lab, s),
+                    perf_argv(
+                        "-c",
+                        d,
+                        "--lab",
+                        cfg.lab,
+                        "-p",
+                        str(MRC_BASE_PORT + k),
+                        "-t",
+                        f"{cfg.duration:.3f}",
+                        "--json-stream",
+                        "-i",
+                        "0",
+                    ),
+                )
+            )
         for (s, d), cli, srv in zip(pairs, clis, srvs, strict=True):
             rc = await cli.wait_exit(cfg.duration + 120)
             await srv.wait_exit(60)
@@ -186,8 +236,9 @@ async def _mrc_run(cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], chil
 
 
 def _rates(res: RunResult, flows: Sequence[str], duration: float) -> dict[str, float]:
-    return window_rates(res.deliveries, flows, res.t_start + WARMUP_S,
-                        res.t_start + duration - TAIL_S)
+    return window_rates(
+        res.deliveries, flows, res.t_start + WARMUP_S, res.t_start + duration - TAIL_S
+    )
 
 
 def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]:
@@ -213,8 +264,10 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
     cfg.out.mkdir(parents=True, exist_ok=True)
     children = Children(cfg.out / "logs")
     ecmp, mrc = RunResult(), RunResult()
-    console.print(f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: "
-                  + ", ".join(flows), highlight=False)
+    console.print(
+        f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: " + ", ".join(flows),
+        highlight=False,
+    )
     try:
         up(cfg.topo, cfg.lab)
         try:
@@ -230,12 +283,23 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
     ecmp_bps, mrc_bps = _rates(ecmp, flows, cfg.duration), _rates(mrc, flows, cfg.duration)
     port = float(cfg.topo.host_link.rate_bps)
     doc = collisions_report(
-        ecmp_bps, mrc_bps, port, verified=bool(mrc.verified) and all(mrc.verified.values()),
-        meta={"lab": cfg.lab, "preset": cfg.preset, "duration_s": cfg.duration,
-              "window_s": [WARMUP_S, cfg.duration - TAIL_S], "pairs": flows,
-              "planes": cfg.topo.planes, "port_rate_bps": port,
-              "host_rate_bps": port * cfg.topo.planes,
-              "ecmp_verified": ecmp.verified, "mrc_verified": mrc.verified})
+        ecmp_bps,
+        mrc_bps,
+        port,
+        verified=bool(mrc.verified) and all(mrc.verified.values()),
+        meta={
+            "lab": cfg.lab,
+            "preset": cfg.preset,
+            "duration_s": cfg.duration,
+            "window_s": [WARMUP_S, cfg.duration - TAIL_S],
+            "pairs": flows,
+            "planes": cfg.topo.planes,
+            "port_rate_bps": port,
+            "host_rate_bps": port * cfg.topo.planes,
+            "ecmp_verified": ecmp.verified,
+            "mrc_verified": mrc.verified,
+        },
+    )
     write_json(cfg.out / "collisions.json", doc)
     collisions_png(cfg.out / "collisions.png", ecmp_bps, mrc_bps, port)
     _print(console, doc, flows)
@@ -245,16 +309,19 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
 def _print(console: Any, doc: Mapping[str, Any], flows: Sequence[str]) -> None:
     from rich.table import Table
 
-    table = Table(title="Two-rack permutation: per-flow throughput (Mbit/s)",
-                  title_justify="left")
+    table = Table(title="Two-rack permutation: per-flow throughput (Mbit/s)", title_justify="left")
     for name in ("flow", "TCP over ECMP", "MRC"):
         table.add_column(name, justify="left" if name == "flow" else "right")
     for f in flows:
-        table.add_row(f, f"{doc['ecmp']['flows'][f] / 1e6:.1f}",
-                      f"{doc['mrc']['flows'][f] / 1e6:.1f}")
+        table.add_row(
+            f, f"{doc['ecmp']['flows'][f] / 1e6:.1f}", f"{doc['mrc']['flows'][f] / 1e6:.1f}"
+        )
     console.print(table)
     for key, label in (("ecmp", "TCP over ECMP"), ("mrc", "MRC")):
         d = doc[key]
-        console.print(f"{label:14s} min/max {d['min_over_max']:.2f}  Jain {d['jain']:.3f}  "
-                      f"mean {d['mean_bps'] / 1e6:.1f} Mbit/s", highlight=False)
+        console.print(
+            f"{label:14s} min/max {d['min_over_max']:.2f}  Jain {d['jain']:.3f}  "
+            f"mean {d['mean_bps'] / 1e6:.1f} Mbit/s",
+            highlight=False,
+        )
     console.print("MRC verified" if doc["verified"] else "[bold red]MRC NOT verified[/]")

@@ -140,14 +140,16 @@ def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWin
     return fraction
 
 
-def label_flaps(faults: Sequence[FaultWindow], played: Sequence[tuple[sched.Step, float, float]]
-                ) -> list[FaultWindow]:
+def label_flaps(
+    faults: Sequence[FaultWindow], played: Sequence[tuple[sched.Step, float, float]]
+) -> list[FaultWindow]:
     """The lab logs a flap as cut/restore pairs; call those cycles what they were."""
     spans = [(s, a, b) for s, a, b in played if s.action == "flap"]
     out = []
     for f in faults:
-        hit = next(((s, a, b) for s, a, b in spans
-                     if s.target == f.target and a <= f.t_start <= b), None)
+        hit = next(
+            ((s, a, b) for s, a, b in spans if s.target == f.target and a <= f.t_start <= b), None
+        )
         out.append(replace(f, kind="flap", action=f"cycle {f.action}") if hit else f)
     return out
 
@@ -189,14 +191,18 @@ class LiveState:
 
     def on_ports(self, bps: Mapping[int, float]) -> None:
         """Sender's port tx rate per plane; TCP's share is taken off its plane."""
-        self.plane_bps = {p: max(0.0, v - (self.tcp_bps if p == self.tcp_plane else 0.0))
-                          for p, v in bps.items()}
+        self.plane_bps = {
+            p: max(0.0, v - (self.tcp_bps if p == self.tcp_plane else 0.0)) for p, v in bps.items()
+        }
 
     def snapshot(self) -> LiveSnapshot:
         from labs.faults import read_events
 
-        faults = [format_fault(e, self.t_origin) for e in read_events(self.lab)
-                  if float(e["t_mono"]) >= self.t_origin]
+        faults = [
+            format_fault(e, self.t_origin)
+            for e in read_events(self.lab)
+            if float(e["t_mono"]) >= self.t_origin
+        ]
         total = None
         if self.active_evs is not None and self.retired_evs is not None:
             total = self.active_evs + self.retired_evs
@@ -204,8 +210,11 @@ class LiveState:
             t=time.monotonic() - self.t_origin,
             flows=[("mrc", "mrc", self.mrc_bps), ("tcp", "tcp", self.tcp_bps)],
             planes=[(p, self.plane_bps.get(p, 0.0)) for p in range(self.planes)],
-            flow_scale_bps=self.flow_scale_bps, plane_scale_bps=self.plane_scale_bps,
-            active_evs=self.active_evs, total_evs=total, faults=faults,
+            flow_scale_bps=self.flow_scale_bps,
+            plane_scale_bps=self.plane_scale_bps,
+            active_evs=self.active_evs,
+            total_evs=total,
+            faults=faults,
         )
 
 
@@ -250,8 +259,9 @@ def _say(console: Any, text: str) -> None:
     console.print(text, highlight=False)
 
 
-async def _transfer(cfg: FailoverConfig, src: str, dst: str, children: Any, out: Outcome,
-                    console: Any) -> None:
+async def _transfer(
+    cfg: FailoverConfig, src: str, dst: str, children: Any, out: Outcome, console: Any
+) -> None:
     import trio
 
     from labs.faults import Lab
@@ -266,30 +276,93 @@ async def _transfer(cfg: FailoverConfig, src: str, dst: str, children: Any, out:
     rate = float(topo.host_link.rate_bps)
     state = LiveState(0.0, lab, topo.planes, rate * topo.planes, rate)
     async with trio.open_nursery() as nursery:
-        tcp_rx = await children.start(nursery, "tcp-recv", ns_dst, tcpflow_argv(
-            "recv", "--port", str(TCP_PORT), "--flow", "tcp", "--records", str(tcp_rec),
-            "--progress", "0.1", "--accept-timeout", "60"))
+        tcp_rx = await children.start(
+            nursery,
+            "tcp-recv",
+            ns_dst,
+            tcpflow_argv(
+                "recv",
+                "--port",
+                str(TCP_PORT),
+                "--flow",
+                "tcp",
+                "--records",
+                str(tcp_rec),
+                "--progress",
+                "0.1",
+                "--accept-timeout",
+                "60",
+            ),
+        )
         tcp_rx.on_event = state.on_tcp
-        srv = await children.start(nursery, "mrc-server", ns_dst, perf_argv(
-            "-s", "-1", "--lab", lab, "-p", str(MRC_PORT), "--json-stream", "-i", "0",
-            "--records", str(mrc_rec), "--flow", "mrc"))
+        srv = await children.start(
+            nursery,
+            "mrc-server",
+            ns_dst,
+            perf_argv(
+                "-s",
+                "-1",
+                "--lab",
+                lab,
+                "-p",
+                str(MRC_PORT),
+                "--json-stream",
+                "-i",
+                "0",
+                "--records",
+                str(mrc_rec),
+                "--flow",
+                "mrc",
+            ),
+        )
         await tcp_rx.wait_event("listening", 30)
         await srv.wait_event("listening", 30)
         tcp_s = cfg.duration + MEASURE_S + START_SLACK_S
-        tcp_tx = await children.start(nursery, "tcp-send", ns_src, tcpflow_argv(
-            "send", str(addressing.baseline_address(topo, dst)), "--port", str(TCP_PORT),
-            "-t", f"{tcp_s:.3f}"))
+        tcp_tx = await children.start(
+            nursery,
+            "tcp-send",
+            ns_src,
+            tcpflow_argv(
+                "send",
+                str(addressing.baseline_address(topo, dst)),
+                "--port",
+                str(TCP_PORT),
+                "-t",
+                f"{tcp_s:.3f}",
+            ),
+        )
         await tcp_rx.wait_event("progress", 30)
         out.tcp_link = await trio.to_thread.run_sync(
-            sched.measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES)
+            sched.measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES
+        )
         state.tcp_plane = topo.link(out.tcp_link).plane
         out.steps = sched.resolve(cfg.steps, sched.bindings_for(topo, out.tcp_link, src))
         sched.check_targets(out.steps, topo)
-        _say(console, f"TCP flow {src} -> {dst} hashed onto [bold]{out.tcp_link}[/] "
-                      f"(plane {state.tcp_plane}); starting MRC")
-        cli = await children.start(nursery, "mrc-client", ns_src, perf_argv(
-            "-c", dst, "--lab", lab, "-p", str(MRC_PORT), "-t", f"{cfg.duration:.3f}",
-            "-l", MSG_LEN, "--json-stream", "-i", str(INTERVAL_S)))
+        _say(
+            console,
+            f"TCP flow {src} -> {dst} hashed onto [bold]{out.tcp_link}[/] "
+            f"(plane {state.tcp_plane}); starting MRC",
+        )
+        cli = await children.start(
+            nursery,
+            "mrc-client",
+            ns_src,
+            perf_argv(
+                "-c",
+                dst,
+                "--lab",
+                lab,
+                "-p",
+                str(MRC_PORT),
+                "-t",
+                f"{cfg.duration:.3f}",
+                "-l",
+                MSG_LEN,
+                "--json-stream",
+                "-i",
+                str(INTERVAL_S),
+            ),
+        )
         cli.on_event = state.on_mrc
         await cli.wait_event("start", 30)
         out.t_origin = state.t_origin = time.monotonic()
@@ -347,8 +420,11 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
     cfg.out.mkdir(parents=True, exist_ok=True)
     children = Children(cfg.out / "logs")
     out = Outcome()
-    _say(console, f"lab {cfg.lab}: bringing up {len(cfg.topo.hosts)} hosts, "
-                  f"{len(cfg.topo.switches)} switches, {cfg.topo.planes} planes")
+    _say(
+        console,
+        f"lab {cfg.lab}: bringing up {len(cfg.topo.hosts)} hosts, "
+        f"{len(cfg.topo.switches)} switches, {cfg.topo.planes} planes",
+    )
     try:
         up(cfg.topo, cfg.lab)
         try:
@@ -401,9 +477,9 @@ def tcp_verified(rx_end: Mapping[str, Any], tx_end: Mapping[str, Any]) -> bool:
     return bool(rx_end.get("verified")) and rx_end.get("bytes") == tx_end.get("bytes_sent")
 
 
-def analyse_run(cfg: FailoverConfig, src: str, dst: str, out: Outcome
-                ) -> tuple[dict[str, Any], list[FaultRow], list[FaultWindow],
-                           list[Delivery]]:
+def analyse_run(
+    cfg: FailoverConfig, src: str, dst: str, out: Outcome
+) -> tuple[dict[str, Any], list[FaultRow], list[FaultWindow], list[Delivery]]:
     """Report, table rows, fault windows and records of a finished transfer."""
     deliveries: list[Delivery] = []
     for name in ("mrc.jsonl", "tcp.jsonl"):
@@ -413,17 +489,30 @@ def analyse_run(cfg: FailoverConfig, src: str, dst: str, out: Outcome
     events = [e for e in out.events if float(e["t_mono"]) >= out.t_origin - 1e-3]
     faults = label_flaps(pair_events(events, out.t_stop), out.played)
     params = Params(bin_s=cfg.bin_s)
-    results = analyse(deliveries, faults, t_begin=out.t_origin, t_stop=out.t_stop,
-                      surviving=surviving_fraction(cfg.topo, src, dst), params=params)
+    results = analyse(
+        deliveries,
+        faults,
+        t_begin=out.t_origin,
+        t_stop=out.t_stop,
+        surviving=surviving_fraction(cfg.topo, src, dst),
+        params=params,
+    )
     rows = fault_rows(results, FLOWS, out.t_origin)
-    verified = {"mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
-                "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end)}
+    verified = {
+        "mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
+        "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end),
+    }
     counters = {"mrc": _mrc_counters(out.mrc_end)}
-    flows = flow_reports(flow_totals(deliveries, out.t_origin, out.t_stop), FLOWS, verified,
-                         counters)
+    flows = flow_reports(
+        flow_totals(deliveries, out.t_origin, out.t_stop), FLOWS, verified, counters
+    )
     meta = {
-        "lab": cfg.lab, "preset": cfg.preset, "src": src, "dst": dst,
-        "tcp_link": out.tcp_link, "planes": cfg.topo.planes,
+        "lab": cfg.lab,
+        "preset": cfg.preset,
+        "src": src,
+        "dst": dst,
+        "tcp_link": out.tcp_link,
+        "planes": cfg.topo.planes,
         "mrc_paths": len(paths(cfg.topo, src, dst)),
         "host_port_rate_bps": cfg.topo.host_link.rate_bps,
         "schedule": [asdict(s) for s in out.steps],
@@ -432,8 +521,9 @@ def analyse_run(cfg: FailoverConfig, src: str, dst: str, out: Outcome
         "mrc_endpoint": out.mrc_end.get("endpoint"),
         "analysis": asdict(params),
     }
-    doc = failover_report(flows, rows, t_origin=out.t_origin, duration_s=cfg.duration,
-                          bin_s=cfg.bin_s, meta=meta)
+    doc = failover_report(
+        flows, rows, t_origin=out.t_origin, duration_s=cfg.duration, bin_s=cfg.bin_s, meta=meta
+    )
     return doc, rows, faults, deliveries
 
 

@@ -49,10 +49,22 @@ class Fairness:
     """Jain's fairness index."""
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"n": self.n, "min_bps": self.min_bps, "max_bps": self.max_bps,
-                "mean_bps": self.mean_bps, "min_over_max": self.min_over_max, "jain": self.jain}
+        return {
+            "n": self.n,
+            "min_bps": self.min_bps,
+            "max_bps": self.max_bps,
+            "mean_bps": self.mean_bps,
+            "min_over_max": self.min_over_max,
+            "jain": self.jain,
+        }
 
 
 def fairness(xs: Sequence[float]) -> Fairness:
-    return Fairness(len(xs), min(xs) if xs else 0.0, max(xs) if xs else 0.0,
-                    sum(xs) / len(xs) if xs else 0.0, min_over_max(xs), jain_index(xs))
+    return Fairness(
+        len(xs),
+        min(xs) if xs else 0.0,
+        max(xs) if xs else 0.0,
+        sum(xs) / len(xs) if xs else 0.0,
+        min_over_max(xs),
+        jain_index(xs),
+    )

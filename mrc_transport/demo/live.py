@@ -86,30 +86,39 @@ def _bars_table(rows: Sequence[tuple[str, str, float]], full: float) -> Table:
 
 def render(snap: LiveSnapshot, max_faults: int = 8) -> RenderableType:
     """One frame: flows, planes, EVs, the last max_faults faults."""
-    flows = [(f"{flow} ({kind.upper()})", "cyan" if kind == "mrc" else "red", bps)
-             for flow, kind, bps in snap.flows]
+    flows = [
+        (f"{flow} ({kind.upper()})", "cyan" if kind == "mrc" else "red", bps)
+        for flow, kind, bps in snap.flows
+    ]
     planes = [(f"plane {p}", "cyan", bps) for p, bps in snap.planes]
     evs = "-" if snap.active_evs is None else str(snap.active_evs)
     if snap.total_evs is not None and snap.active_evs is not None:
         evs += f" / {snap.total_evs}"
-    status = {None: "", True: "  [green]bytes verified so far[/]",
-              False: "  [bold red]MISMATCH[/]"}[snap.verified_so_far]
+    status = {
+        None: "",
+        True: "  [green]bytes verified so far[/]",
+        False: "  [bold red]MISMATCH[/]",
+    }[snap.verified_so_far]
     header = Text.from_markup(f"[bold]t = {snap.t:6.2f} s[/]   active EVs: [bold]{evs}[/]{status}")
     shown = list(snap.faults)[-max_faults:]
-    fault_text = Text("\n".join(shown) if shown else "(none yet)",
-                      style="yellow" if shown else "dim")
+    fault_text = Text(
+        "\n".join(shown) if shown else "(none yet)", style="yellow" if shown else "dim"
+    )
     return Group(
         header,
-        Panel(_bars_table(flows, snap.flow_scale_bps), title="goodput per flow",
-              title_align="left"),
-        Panel(_bars_table(planes, snap.plane_scale_bps), title="MRC per plane",
-              title_align="left"),
+        Panel(
+            _bars_table(flows, snap.flow_scale_bps), title="goodput per flow", title_align="left"
+        ),
+        Panel(_bars_table(planes, snap.plane_scale_bps), title="MRC per plane", title_align="left"),
         Panel(fault_text, title=f"faults ({len(snap.faults)})", title_align="left"),
     )
 
 
 async def run_live(
-    source: LiveSource, *, refresh_s: float = 0.2, console: Console | None = None,
+    source: LiveSource,
+    *,
+    refresh_s: float = 0.2,
+    console: Console | None = None,
     until: Callable[[], bool] = lambda: False,
 ) -> None:
     """Redraw every refresh_s until `until()` is true or the task is cancelled (the demo
@@ -117,8 +126,9 @@ async def run_live(
     import trio
     from rich.live import Live
 
-    with Live(render(source.snapshot()), console=console, auto_refresh=False,
-              transient=False) as live:
+    with Live(
+        render(source.snapshot()), console=console, auto_refresh=False, transient=False
+    ) as live:
         while not until():
             await trio.sleep(refresh_s)
             live.update(render(source.snapshot()), refresh=True)

@@ -59,13 +59,20 @@ def timeline_png(
         # 99th percentile so that one spike does not flatten the picture (it is clipped).
         top = max(top, _percentile(ys, 0.99))
         label = {"mrc": "MRC", "tcp": "TCP over ECMP"}.get(kind, kind)
-        ax.step(xs, ys, where="post", color=colour, linewidth=1.2,
-                label=label if flow == kind else f"{flow} ({label})")
+        ax.step(
+            xs,
+            ys,
+            where="post",
+            color=colour,
+            linewidth=1.2,
+            label=label if flow == kind else f"{flow} ({label})",
+        )
     ylim = top * 1.25 if top > 0 else 1.0
     for i, f in enumerate(faults):
         a, b = f.t_start - t_origin, f.t_end - t_origin
-        ax.axvspan(a, max(b, a + 0.01), color=FAULT_COLOURS.get(f.kind, "#dddddd"), alpha=0.45,
-                   linewidth=0)
+        ax.axvspan(
+            a, max(b, a + 0.01), color=FAULT_COLOURS.get(f.kind, "#dddddd"), alpha=0.45, linewidth=0
+        )
         # Labels alternate between two heights so neighbouring faults do not overlap.
         y = ylim * (0.97 if i % 2 == 0 else 0.89)
         ax.text(a, y, f" {f.kind} {f.action}\n {f.target}", fontsize=7, va="top", ha="left")
@@ -115,19 +122,30 @@ def collisions_png(
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(pairs) + 3), 4.6), dpi=110)
     width = 0.4
     xs = list(range(len(pairs)))
-    ax.bar([x - width / 2 for x in xs], [ecmp_bps.get(p, 0.0) / 1e6 for p in pairs], width,
-           label="TCP over ECMP (single path)", color=TCP_COLOURS[0])
-    ax.bar([x + width / 2 for x in xs], [mrc_bps.get(p, 0.0) / 1e6 for p in pairs], width,
-           label="MRC (sprayed)", color=MRC_COLOURS[0])
-    ax.axhline(line_rate_bps / 1e6, color="black", linestyle="--", linewidth=1,
-               label="line rate")
+    ax.bar(
+        [x - width / 2 for x in xs],
+        [ecmp_bps.get(p, 0.0) / 1e6 for p in pairs],
+        width,
+        label="TCP over ECMP (single path)",
+        color=TCP_COLOURS[0],
+    )
+    ax.bar(
+        [x + width / 2 for x in xs],
+        [mrc_bps.get(p, 0.0) / 1e6 for p in pairs],
+        width,
+        label="MRC (sprayed)",
+        color=MRC_COLOURS[0],
+    )
+    ax.axhline(line_rate_bps / 1e6, color="black", linestyle="--", linewidth=1, label="line rate")
     ax.set_xticks(xs)
     ax.set_xticklabels(pairs, rotation=30 if len(pairs) > 6 else 0, fontsize=8)
     ax.set_ylabel("throughput, Mbit/s")
     e, m = fairness(list(ecmp_bps.values())), fairness(list(mrc_bps.values()))
     ax.set_title(
         f"{title}\nECMP: min/max {e.min_over_max:.2f}, Jain {e.jain:.3f}    "
-        f"MRC: min/max {m.min_over_max:.2f}, Jain {m.jain:.3f}", fontsize=10)
+        f"MRC: min/max {m.min_over_max:.2f}, Jain {m.jain:.3f}",
+        fontsize=10,
+    )
     top = max([line_rate_bps, *ecmp_bps.values(), *mrc_bps.values()]) / 1e6
     ax.set_ylim(0, top * 1.3)
     ax.legend(loc="upper right", fontsize=8, ncols=3)

@@ -136,7 +136,9 @@ class Children:
         try:
             proc = await trio.lowlevel.open_process(
                 ["ip", "netns", "exec", netns, *argv],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
                 start_new_session=True,
             )
         finally:

@@ -49,5 +49,8 @@ def read_records(path: str | Path) -> list[Delivery]:
         text = Path(path).read_text()
     except OSError as exc:
         raise DemoError(f"{path}: {exc.strerror}") from None
-    return [parse_record(line, f"{path}:{i + 1}")
-            for i, line in enumerate(text.splitlines()) if line.strip()]
+    return [
+        parse_record(line, f"{path}:{i + 1}")
+        for i, line in enumerate(text.splitlines())
+        if line.strip()
+    ]

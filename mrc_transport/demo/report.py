@@ -109,14 +109,23 @@ def fault_rows(
         mrc_stall, mrc_open = _worst_stall(per_kind["mrc"])
         tcp_stall, tcp_open = _worst_stall(per_kind["tcp"])
         f = res.fault
-        rows.append(FaultRow(
-            kind=f.kind, target=f.target, action=f.action,
-            t_start=round(f.t_start - t_origin, 6), t_end=round(f.t_end - t_origin, 6),
-            mrc_stall_ms=_ms(mrc_stall), mrc_recovery_ms=_ms(_worst_recovery(per_kind["mrc"])),
-            tcp_stall_ms=_ms(tcp_stall), tcp_recovery_ms=_ms(_worst_recovery(per_kind["tcp"])),
-            mrc_stall_open=mrc_open, tcp_stall_open=tcp_open,
-            t_start_mono=f.t_start, t_end_mono=f.t_end,
-        ))
+        rows.append(
+            FaultRow(
+                kind=f.kind,
+                target=f.target,
+                action=f.action,
+                t_start=round(f.t_start - t_origin, 6),
+                t_end=round(f.t_end - t_origin, 6),
+                mrc_stall_ms=_ms(mrc_stall),
+                mrc_recovery_ms=_ms(_worst_recovery(per_kind["mrc"])),
+                tcp_stall_ms=_ms(tcp_stall),
+                tcp_recovery_ms=_ms(_worst_recovery(per_kind["tcp"])),
+                mrc_stall_open=mrc_open,
+                tcp_stall_open=tcp_open,
+                t_start_mono=f.t_start,
+                t_end_mono=f.t_end,
+            )
+        )
     return rows
 
 
@@ -132,12 +141,18 @@ def flow_reports(
     for flow in sorted(kinds):
         tot = totals.get(flow)
         c = (counters or {}).get(flow, {})
-        out.append(FlowReport(
-            flow=flow, kind=kinds[flow], bytes=tot.nbytes if tot else 0,
-            goodput_bps=tot.goodput_bps if tot else 0.0, verified=verified.get(flow),
-            retransmits=c.get("retransmits"), evs_retired=c.get("evs_retired"),
-            evs_readmitted=c.get("evs_readmitted"),
-        ))
+        out.append(
+            FlowReport(
+                flow=flow,
+                kind=kinds[flow],
+                bytes=tot.nbytes if tot else 0,
+                goodput_bps=tot.goodput_bps if tot else 0.0,
+                verified=verified.get(flow),
+                retransmits=c.get("retransmits"),
+                evs_retired=c.get("evs_retired"),
+                evs_readmitted=c.get("evs_readmitted"),
+            )
+        )
     return out
 
 
@@ -170,8 +185,12 @@ def failover_report(
 
 
 def collisions_report(
-    ecmp_bps: Mapping[str, float], mrc_bps: Mapping[str, float], line_rate_bps: float,
-    *, verified: bool, meta: Mapping[str, Any] | None = None,
+    ecmp_bps: Mapping[str, float],
+    mrc_bps: Mapping[str, float],
+    line_rate_bps: float,
+    *,
+    verified: bool,
+    meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-pair throughput of both runs with their fairness (min/max, Jain's index)."""
     return {
@@ -208,14 +227,22 @@ def summary_table(rows: Sequence[FaultRow]) -> Any:
     from rich.table import Table
 
     table = Table(title="Faults: MRC versus single-path TCP over ECMP", title_justify="left")
-    for name, justify in (("at", "right"), ("fault", "left"), ("target", "left"),
-                          ("MRC stall", "right"), ("MRC recovery", "right"),
-                          ("TCP stall", "right")):
+    for name, justify in (
+        ("at", "right"),
+        ("fault", "left"),
+        ("target", "left"),
+        ("MRC stall", "right"),
+        ("MRC recovery", "right"),
+        ("TCP stall", "right"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in rows:
         table.add_row(
-            f"{r.t_start:.1f}s", f"{r.kind} {r.action}".strip(), r.target,
-            _cell(r.mrc_stall_ms, r.mrc_stall_open), _cell(r.mrc_recovery_ms),
+            f"{r.t_start:.1f}s",
+            f"{r.kind} {r.action}".strip(),
+            r.target,
+            _cell(r.mrc_stall_ms, r.mrc_stall_open),
+            _cell(r.mrc_recovery_ms),
             _cell(r.tcp_stall_ms, r.tcp_stall_open),
         )
     return table
@@ -226,5 +253,8 @@ def print_summary(rows: Sequence[FaultRow], verified: bool, console: Any = None)
 
     console = console or Console()
     console.print(summary_table(rows))
-    console.print("[bold green]verified[/]: every MRC byte matched" if verified
-                  else "[bold red]NOT verified[/]: some MRC bytes did not match or never came")
+    console.print(
+        "[bold green]verified[/]: every MRC byte matched"
+        if verified
+        else "[bold red]NOT verified[/]: some MRC bytes did not match or never came"
+    )

@@ -76,8 +76,11 @@ class Step:
         return self.period * self.count if self.action == "flap" else 0.0
 
     def describe(self) -> str:
-        extra = {"cut": f" ({self.mode})", "degrade": f" ({self.loss_pct:g}% loss)",
-                 "flap": f" ({self.count} x {self.period:g}s)"}.get(self.action, "")
+        extra = {
+            "cut": f" ({self.mode})",
+            "degrade": f" ({self.loss_pct:g}% loss)",
+            "flap": f" ({self.count} x {self.period:g}s)",
+        }.get(self.action, "")
         return f"{self.action} {self.target}{extra}"
 
 
@@ -293,7 +296,9 @@ def read_tx_counters(lab: str, nodes: Sequence[str]) -> dict[tuple[str, str], in
     for node in nodes:
         res = subprocess.run(
             ["ip", "-n", namespace(lab, node), "-s", "-j", "link", "show"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if res.returncode != 0:
             raise DemoError(f"{node}: cannot read counters: {res.stderr.strip() or 'ip failed'}")
@@ -303,7 +308,10 @@ def read_tx_counters(lab: str, nodes: Sequence[str]) -> dict[tuple[str, str], in
 
 
 def measure_tcp_link(
-    lab: str, topo: Topology, window_s: float, min_bytes: int,
+    lab: str,
+    topo: Topology,
+    window_s: float,
+    min_bytes: int,
     wait: Callable[[float], None] = time.sleep,
 ) -> str:
     """Snapshot the T0 counters, let the running TCP flow go for window_s, pick its link."""
@@ -360,6 +368,7 @@ async def run_schedule(
     import trio
 
     if run_sync is None:
+
         async def run_sync(fn: Callable[[], object]) -> object:
             return await trio.to_thread.run_sync(fn)
 

@@ -360,8 +360,16 @@ def analyse(
         per_flow: dict[str, FlowFault] = {}
         for flow, rs in flows.items():
             per_flow[flow] = _flow_fault(
-                fault, flow, rs, series[flow], faults, t_begin, t_stop,
-                surviving(fault, flow), (capacity_bps or {}).get(flow), params,
+                fault,
+                flow,
+                rs,
+                series[flow],
+                faults,
+                t_begin,
+                t_stop,
+                surviving(fault, flow),
+                (capacity_bps or {}).get(flow),
+                params,
             )
         out.append(FaultResult(fault, per_flow))
     return out
@@ -385,8 +393,15 @@ def _flow_fault(
     if capacity is not None:
         base: float | None = capacity
     else:
-        base = healthy_baseline(records, fault.t_start, faults, t_begin=t_begin,
-                                margin=p.margin, pre_s=p.pre_s, min_s=p.min_baseline_s)
+        base = healthy_baseline(
+            records,
+            fault.t_start,
+            faults,
+            t_begin=t_begin,
+            margin=p.margin,
+            pre_s=p.pre_s,
+            min_s=p.min_baseline_s,
+        )
     if base is None:
         return FlowFault(flow, stall, None, None, None)
     target = p.fraction * surviving * base

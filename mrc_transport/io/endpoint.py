@@ -98,11 +98,18 @@ def default_mss(encoding: Encoding, mtus: dict[str, int] | None = None) -> int:
 def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int) -> PathHeader:
     """The IPv6/SRH/UDP fields of a packet on ``path`` (ECT(0) so switches can mark CE)."""
     if encoding == "usid":
-        return PathHeader(src=path.src.packed, dst=path.usid_dst.packed,
-                          final_dst=path.dst.packed, ev=ev, dscp=dscp, dport=dport)
+        return PathHeader(
+            src=path.src.packed,
+            dst=path.usid_dst.packed,
+            final_dst=path.dst.packed,
+            ev=ev,
+            dscp=dscp,
+            dport=dport,
+        )
     segments = tuple(s.packed for s in path.segments)
-    return PathHeader(src=path.src.packed, dst=segments[0], segments=segments, ev=ev,
-                      dscp=dscp, dport=dport)
+    return PathHeader(
+        src=path.src.packed, dst=segments[0], segments=segments, ev=ev, dscp=dscp, dport=dport
+    )
 
 
 class ConnectionLost(Exception):
@@ -301,8 +308,15 @@ class MrcEndpoint:
         decode = wire.decode_datagram_untrusted
         for d in batch:
             try:
-                packet = decode(d.payload, src=d.src, dst=d.dst, sport=d.sport, dport=port,
-                                tclass=d.tclass, flow_label=d.flow_label)
+                packet = decode(
+                    d.payload,
+                    src=d.src,
+                    dst=d.dst,
+                    sport=d.sport,
+                    dport=port,
+                    tclass=d.tclass,
+                    flow_label=d.flow_label,
+                )
             except wire.BadPacket as exc:
                 bad[exc.reason] += 1
                 continue
@@ -359,8 +373,7 @@ class MrcEndpoint:
         nbytes = self._transmit(out)
         # pacing (ours): the NIC rate over all planes; a burst may run ahead by a few
         # packets per port or one timer tick, since a shorter wait is not possible
-        slack = max(PACE_BURST * len(self._plane_set) * self.cfg.mss * self._byte_time,
-                    TIMER_TICK)
+        slack = max(PACE_BURST * len(self._plane_set) * self.cfg.mss * self._byte_time, TIMER_TICK)
         self._pace_at = max(self._pace_at, now - slack) + nbytes * self._byte_time
         self._want_send = len(out) >= self.cfg.max_burst
         return self._want_send and now >= self._pace_at
@@ -469,8 +482,9 @@ class MrcEndpoint:
         items = list(self._backlog)
         self._backlog.clear()
         self._pushed_back = False
-        self._send([p for p, _, _ in items], [(a, 0) for _, a, _ in items],
-                   [tx for _, _, tx in items])
+        self._send(
+            [p for p, _, _ in items], [(a, 0) for _, a, _ in items], [tx for _, _, tx in items]
+        )
         if not self._backlog:
             self.kick()  # the core may send again
 

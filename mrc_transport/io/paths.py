@@ -236,7 +236,8 @@ def load_static(path: str | Path) -> StaticPaths:
         if not isinstance(body, dict) or not isinstance(body.get("paths"), list):
             raise PathError(f"{where}: expected 'paths: [...]'")
         paths = [
-            path_from_mapping(p, f"{where}.paths[{i}]") if isinstance(p, dict)
+            path_from_mapping(p, f"{where}.paths[{i}]")
+            if isinstance(p, dict)
             else _bad(f"{where}.paths[{i}]: expected a mapping")
             for i, p in enumerate(body["paths"])
         ]

@@ -73,10 +73,14 @@ class PerfParams:
         try:
             raw = json.loads(body)
             p = cls(
-                session=str(raw["session"]), index=int(raw["index"]),
-                parallel=int(raw["parallel"]), reverse=bool(raw["reverse"]),
-                duration=float(raw["duration"]), nbytes=int(raw["nbytes"]),
-                length=int(raw["length"]), rate_bps=float(raw["rate_bps"]),
+                session=str(raw["session"]),
+                index=int(raw["index"]),
+                parallel=int(raw["parallel"]),
+                reverse=bool(raw["reverse"]),
+                duration=float(raw["duration"]),
+                nbytes=int(raw["nbytes"]),
+                length=int(raw["length"]),
+                rate_bps=float(raw["rate_bps"]),
                 planes=tuple(int(x) for x in raw.get("planes", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -133,15 +137,33 @@ def conn_report(handle: ConnHandle) -> dict[str, Any]:
     conn = handle.conn
     planes = []
     for pc in conn.plane_counters().values():
-        planes.append({
-            "plane": pc.plane, "up": pc.up, "active_evs": len(pc.evs), "usable_evs": pc.usable,
-            "retired_evs": pc.retired, "sent": pc.sent, "acked": pc.acked, "ecn": pc.ecn,
-            "lost": pc.lost,
-        })
+        planes.append(
+            {
+                "plane": pc.plane,
+                "up": pc.up,
+                "active_evs": len(pc.evs),
+                "usable_evs": pc.usable,
+                "retired_evs": pc.retired,
+                "sent": pc.sent,
+                "acked": pc.acked,
+                "ecn": pc.ecn,
+                "lost": pc.lost,
+            }
+        )
     evs = [
-        {"ev": e.value, "plane": e.plane, "hops": list(e.path.hops), "state": e.state.value,
-         "role": e.role.value, "sent": e.sent, "acked": e.acked, "ecn": e.ecn, "lost": e.lost,
-         "retired": e.retired, "readmitted": e.readmitted}
+        {
+            "ev": e.value,
+            "plane": e.plane,
+            "hops": list(e.path.hops),
+            "state": e.state.value,
+            "role": e.role.value,
+            "sent": e.sent,
+            "acked": e.acked,
+            "ecn": e.ecn,
+            "lost": e.lost,
+            "retired": e.retired,
+            "readmitted": e.readmitted,
+        }
         for e in conn.evs.by_value.values()
         if e.sent or e.role is not Role.BACKUP
     ]
@@ -216,8 +238,12 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     await handle.wait_unacked_below(0)
     stats.t1 = clock()
     stats.data_acked = stats.data_bytes
-    stats.local = {"bytes": stats.data_bytes, "sha256": hasher.hexdigest(),
-                   "seconds": stats.t1 - stats.t0, **conn_report(handle)}
+    stats.local = {
+        "bytes": stats.data_bytes,
+        "sha256": hasher.hexdigest(),
+        "seconds": stats.t1 - stats.t0,
+        **conn_report(handle),
+    }
     handle.send(_message(KIND_END, stats.local))
 
 
@@ -246,8 +272,13 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
         raise PerfError("E message is not valid") from None
     mine = hasher.hexdigest()
     stats.verified = sent == stats.data_bytes and digest == mine
-    stats.local = {"bytes": stats.data_bytes, "sha256": mine, "seconds": stats.t1 - stats.t0,
-                   "verified": stats.verified, **conn_report(handle)}
+    stats.local = {
+        "bytes": stats.data_bytes,
+        "sha256": mine,
+        "seconds": stats.t1 - stats.t0,
+        "verified": stats.verified,
+        **conn_report(handle),
+    }
     handle.send(_message(KIND_RESULT, stats.local))
 
 
@@ -286,7 +317,8 @@ async def client_stream(
 
 
 async def server_stream(
-    handle: ConnHandle, clock: Callable[[], float],
+    handle: ConnHandle,
+    clock: Callable[[], float],
     on_params: Callable[[PerfParams, StreamStats], None] | None = None,
 ) -> tuple[PerfParams, StreamStats]:
     """One connection on the server: read P, run the test, wait for the client's CLOSE."""

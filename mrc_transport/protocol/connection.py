@@ -65,8 +65,13 @@ class ConnInput(enum.Enum):
     GIVE_UP = "give_up"
 
 
-_S, _E, _C, _CS, _X = (ConnState.SETUP_SENT, ConnState.ESTABLISHED, ConnState.CLOSING,
-                       ConnState.CLOSE_SENT, ConnState.CLOSED)
+_S, _E, _C, _CS, _X = (
+    ConnState.SETUP_SENT,
+    ConnState.ESTABLISHED,
+    ConnState.CLOSING,
+    ConnState.CLOSE_SENT,
+    ConnState.CLOSED,
+)
 CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
     (_S, ConnInput.SETUP_ACK): _E,
     (_S, ConnInput.GIVE_UP): _X,
@@ -103,8 +108,16 @@ class Connection:
         self.scheduler = make_scheduler(cfg.scheduler, rng)
         self.cc = make_cc(cfg)
         self.initial_psn = rng.getrandbits(32)
-        self.sender = Sender(cfg, self.initial_psn, self.evs, self.scheduler, self.cc,
-                             self.counters, self._events.append, conn)
+        self.sender = Sender(
+            cfg,
+            self.initial_psn,
+            self.evs,
+            self.scheduler,
+            self.cc,
+            self.counters,
+            self._events.append,
+            conn,
+        )
         self.receiver: Receiver | None = None
         self.peer_conn = 0
         self.state = ConnState.SETUP_SENT
@@ -171,8 +184,12 @@ class Connection:
             self.sender.fill(now, out, n0 + self.cfg.max_burst)
             if len(out) > n0:
                 last = out[-1]
-                header = replace(last.header, common=replace(
-                    last.header.common, flags=last.header.common.flags | Flags.ACK_REQ))
+                header = replace(
+                    last.header,
+                    common=replace(
+                        last.header.common, flags=last.header.common.flags | Flags.ACK_REQ
+                    ),
+                )
                 out[-1] = replace(last, header=header)
             self._arm_persist(now)
             if self.state is ConnState.CLOSING and self.sender.idle():
@@ -272,8 +289,14 @@ class Connection:
         self._control.append(Transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
 
     def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
-        return frames.SetupHeader(self._common(opcode, Flags.TS), self.initial_psn,
-                                  self.cfg.rcvbuf, self.cfg.mss, self.cfg.ev_count, ts)
+        return frames.SetupHeader(
+            self._common(opcode, Flags.TS),
+            self.initial_psn,
+            self.cfg.rcvbuf,
+            self.cfg.mss,
+            self.cfg.ev_count,
+            ts,
+        )
 
     def _send_setup(self, now: float) -> None:
         self._retry_ts = int(now * 1e9)
@@ -282,8 +305,9 @@ class Connection:
         self._retry_count += 1
 
     def _send_close(self, now: float) -> None:
-        self._control_tx(frames.CloseHeader(self._common(Opcode.CLOSE),
-                                            self.sender.snd_nxt & MASK32))
+        self._control_tx(
+            frames.CloseHeader(self._common(Opcode.CLOSE), self.sender.snd_nxt & MASK32)
+        )
         self._retry_at = now + self.cfg.setup_timeout * 2**self._retry_count
         self._retry_count += 1
 
@@ -308,8 +332,9 @@ class Connection:
         self.sender.peer_rwnd = h.rwnd
         # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
         self.sender.mss = max(1, min(self.cfg.mss, h.mtu))
-        self.receiver = Receiver(self.cfg, h.initial_psn, self.counters,
-                                 self._events.append, self.conn, self.sender.mss)
+        self.receiver = Receiver(
+            self.cfg, h.initial_psn, self.counters, self._events.append, self.conn, self.sender.mss
+        )
         self.state = ConnState.ESTABLISHED
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:
@@ -350,9 +375,15 @@ class Connection:
             self._queue_sack(now, ce)
         elif verdict is Verdict.NACK:
             self.counters.nacks_sent += 1
-            self._control_tx(frames.NackHeader(self._common(Opcode.NACK), h.psn,
-                                               frames.NackReason.PSN_OUT_OF_WINDOW,
-                                               packet.path.ev, h.ts))
+            self._control_tx(
+                frames.NackHeader(
+                    self._common(Opcode.NACK),
+                    h.psn,
+                    frames.NackReason.PSN_OUT_OF_WINDOW,
+                    packet.path.ev,
+                    h.ts,
+                )
+            )
 
     def _queue_sack(self, now: float, ce: bool = False) -> None:
         if self.receiver is not None:
@@ -377,8 +408,9 @@ class Connection:
         if not isinstance(h, frames.ProbeHeader) or self.receiver is None:
             self.counters.wrong_state += 1
             return
-        self._control_tx(frames.ProbeHeader(self._common(Opcode.PROBE_REPLY), h.probe_id,
-                                            packet.path.ev, h.ts))
+        self._control_tx(
+            frames.ProbeHeader(self._common(Opcode.PROBE_REPLY), h.probe_id, packet.path.ev, h.ts)
+        )
         if h.common.flags & Flags.ACK_REQ:
             self._queue_sack(now)
 
@@ -430,8 +462,9 @@ class Connection:
         if len(self._probes) > 4 * (self.cfg.ev_count + self.cfg.ev_backup):
             self._probes.pop(next(iter(self._probes)))
         self.counters.probes_sent += 1
-        header = frames.ProbeHeader(self._common(Opcode.PROBE, flags | Flags.TS),
-                                    self._probe_id, 0, int(now * 1e9))
+        header = frames.ProbeHeader(
+            self._common(Opcode.PROBE, flags | Flags.TS), self._probe_id, 0, int(now * 1e9)
+        )
         self._control_tx(header, ev_value)
 
     def _arm_persist(self, now: float) -> None:

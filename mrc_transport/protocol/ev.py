@@ -248,8 +248,9 @@ class EvSet:
         if i is None:
             return
         _swap_remove(self.usable, self._pos, i, ev)
-        _swap_remove(self._plane_usable[ev.plane], self._plane_pos,
-                     self._plane_pos.pop(ev.value), ev)
+        _swap_remove(
+            self._plane_usable[ev.plane], self._plane_pos, self._plane_pos.pop(ev.value), ev
+        )
 
     # -- the state table ----------------------------------------------------------------
     def apply(self, ev: Ev, inp: EvInput, now: float, reason: str = "") -> None:
@@ -399,8 +400,11 @@ class EvSet:
         if plane in self.ports_down:
             return
         self.ports_down[plane] = now + self.cfg.probe_after_rtts * self.probe_rtt
-        mine = [e for e in self.by_value.values()
-                if e.plane == plane and e.state in (EvState.GOOD, EvState.SKIP)]
+        mine = [
+            e
+            for e in self.by_value.values()
+            if e.plane == plane and e.state in (EvState.GOOD, EvState.SKIP)
+        ]
         mine.sort(key=lambda e: e.role is Role.ACTIVE)
         for ev in mine:
             self.apply(ev, EvInput.UNREACHABLE, now, "port")
@@ -432,8 +436,9 @@ class EvSet:
     def next_probe_time(self) -> float:
         """Earliest probe deadline of a retired EV or a dead port (inf: none)."""
         down = self.ports_down
-        t = min((e.next_probe for e in self.retired.values() if e.plane not in down),
-                default=math.inf)
+        t = min(
+            (e.next_probe for e in self.retired.values() if e.plane not in down), default=math.inf
+        )
         return min(t, min(down.values(), default=math.inf))
 
     def due_probes(self, now: float) -> list[Ev]:

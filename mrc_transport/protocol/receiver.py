@@ -225,6 +225,13 @@ class Receiver:
         self.advertised = self.rwnd
         self.counters.sacks_sent += 1
         return frames.SackHeader(
-            Common(common.opcode, flags, common.dst_conn, common.src_conn), self.cum & MASK32,
-            base & MASK32, bitmap, t.ev, t.ts, min(self.ooo_count, 0xFFFF), 0, self.advertised,
+            Common(common.opcode, flags, common.dst_conn, common.src_conn),
+            self.cum & MASK32,
+            base & MASK32,
+            bitmap,
+            t.ev,
+            t.ts,
+            min(self.ooo_count, 0xFFFF),
+            0,
+            self.advertised,
         )

@@ -225,8 +225,14 @@ class Sender:
         n = min(self.mss, total - msg.next_offset)
         if not self.cc.can_send(self.in_flight_bytes, n) or self.fc_bytes + n > self.peer_rwnd:
             return False
-        pkt = SentPacket(self.snd_nxt, msg, msg.next_offset, n, _opcode(msg.next_offset, n, total),
-                         self.scheduler.pick(self.evs))
+        pkt = SentPacket(
+            self.snd_nxt,
+            msg,
+            msg.next_offset,
+            n,
+            _opcode(msg.next_offset, n, total),
+            self.scheduler.pick(self.evs),
+        )
         msg.next_offset += n
         if msg.next_offset >= total:
             self.pending.popleft()
@@ -264,8 +270,12 @@ class Sender:
         self.counters.bytes_sent += pkt.length
         msg = pkt.msg
         header = DataHeader(
-            Common(pkt.opcode, flags, self.dst_conn, self.conn), pkt.psn & MASK32,
-            msg.msn & MASK32, pkt.offset, msg.data.nbytes, int(now * 1e9),
+            Common(pkt.opcode, flags, self.dst_conn, self.conn),
+            pkt.psn & MASK32,
+            msg.msn & MASK32,
+            pkt.offset,
+            msg.data.nbytes,
+            int(now * 1e9),
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
         out.append(Transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))

@@ -39,8 +39,21 @@ def test_failover_gray_cut_mrc_rides_it_out_tcp_stalls(lab_name: str, tmp_path: 
         f"- {{at: {2 + CUT_S}, action: restore, target: '@tcp-link'}}\n"
     )
     out = tmp_path / "out"
-    rc = main(["demo", "failover", "--preset", "tiny", "--name", lab_name, "--no-live",
-               "--schedule", str(schedule), "--out", str(out)])
+    rc = main(
+        [
+            "demo",
+            "failover",
+            "--preset",
+            "tiny",
+            "--name",
+            lab_name,
+            "--no-live",
+            "--schedule",
+            str(schedule),
+            "--out",
+            str(out),
+        ]
+    )
     doc = json.loads((out / "report.json").read_text())
     assert rc == 0
     assert doc["verified"] is True
@@ -51,7 +64,10 @@ def test_failover_gray_cut_mrc_rides_it_out_tcp_stalls(lab_name: str, tmp_path: 
     assert flows["tcp"]["bytes"] > 0
     (fault,) = doc["faults"]
     assert (fault["kind"], fault["action"], fault["target"]) == (
-        "cut", "gray", doc["meta"]["tcp_link"])
+        "cut",
+        "gray",
+        doc["meta"]["tcp_link"],
+    )
     cut_ms = (fault["t_end"] - fault["t_start"]) * 1000
     assert cut_ms >= CUT_S * 1000 - 50
     assert fault["mrc_stall_ms"] is not None
@@ -65,8 +81,20 @@ def test_failover_gray_cut_mrc_rides_it_out_tcp_stalls(lab_name: str, tmp_path: 
 
 def test_collisions_writes_png_and_sane_json(lab_name: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    rc = main(["demo", "collisions", "--preset", "tiny", "--name", lab_name,
-               "--duration", "4", "--out", str(out)])
+    rc = main(
+        [
+            "demo",
+            "collisions",
+            "--preset",
+            "tiny",
+            "--name",
+            lab_name,
+            "--duration",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     doc = json.loads((out / "collisions.json").read_text())
     assert rc == 0
     assert doc["verified"] is True

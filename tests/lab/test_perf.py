@@ -57,8 +57,9 @@ def ns_cmd(lab: str, host: str) -> list[str]:
 
 @pytest.mark.parametrize("encoding", ["usid", "srh"])
 @pytest.mark.parametrize(("size", "length"), [("1", "128K"), ("300K", "64K"), ("6M", "128K")])
-def test_transfer_sizes_verified(lab: str, tmp_path: Path, encoding: str, size: str,
-                                 length: str) -> None:
+def test_transfer_sizes_verified(
+    lab: str, tmp_path: Path, encoding: str, size: str, length: str
+) -> None:
     from mrc_transport.cli.perf import parse_size
 
     rc, doc = one_shot(lab, tmp_path, "-n", size, "-l", length, "--encoding", encoding)
@@ -96,7 +97,8 @@ def start_stream(lab: str, *flags: str) -> subprocess.Popen[str]:
     """The one-shot run with --json-stream on stdout, for tests that act mid-transfer."""
     return subprocess.Popen(
         [*PY, "--lab", lab, "--from", SRC, "--to", DST, "--json-stream", "-i", "0.2", *flags],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -123,8 +125,9 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
     return proc.wait(timeout=60), end
 
 
-@pytest.mark.parametrize(("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"),
-                                            ("t0-p1-1:t1-p1-1", "hard")])
+@pytest.mark.parametrize(
+    ("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"), ("t0-p1-1:t1-p1-1", "hard")]
+)
 def test_cut_mid_transfer_still_verified(lab: str, link: str, mode: str) -> None:
     from labs.faults import Lab
 
@@ -162,8 +165,9 @@ def test_ecn_on_one_plane_shifts_traffic(lab: str, tmp_path: Path) -> None:
     try:
         rc, doc = one_shot(lab, tmp_path, "-n", "30M")
     finally:
-        subprocess.run([*ns_cmd(lab, sw), "nft", "delete", "table", "inet", "mrcperftest"],
-                       check=True)
+        subprocess.run(
+            [*ns_cmd(lab, sw), "nft", "delete", "table", "inet", "mrcperftest"], check=True
+        )
     end = doc["end"]
     assert rc == 0
     assert end["verified"] is True
@@ -195,9 +199,11 @@ def test_flood_of_malformed_packets(lab: str, tmp_path: Path) -> None:
     topo = load_state(lab).topology
     target = str(addressing.host_address(topo, 0, DST))
     log = tmp_path / "server.jsonl"
-    server = subprocess.Popen([*ns_cmd(lab, DST), *PY, "-s", "-1", "--lab", lab,
-                               "--json-stream", "--logfile", str(log)],
-                              stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [*ns_cmd(lab, DST), *PY, "-s", "-1", "--lab", lab, "--json-stream", "--logfile", str(log)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stop = threading.Event()
     sent = [0]
     with entered(f"mrc-{lab}-h1"):
@@ -222,8 +228,12 @@ def test_flood_of_malformed_packets(lab: str, tmp_path: Path) -> None:
         assert server.stderr.readline().startswith("Server listening")
         flooder = threading.Thread(target=flood, daemon=True)
         flooder.start()
-        client = subprocess.run([*ns_cmd(lab, SRC), *PY, "-c", DST, "--lab", lab, "-n", "10M",
-                                 "-J"], capture_output=True, text=True, timeout=60)
+        client = subprocess.run(
+            [*ns_cmd(lab, SRC), *PY, "-c", DST, "--lab", lab, "-n", "10M", "-J"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         stop.set()
         flooder.join()
         assert server.wait(timeout=30) == 0

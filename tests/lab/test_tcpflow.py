@@ -49,8 +49,26 @@ def pair() -> Iterator[Pair]:
             _ip("-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad")
             _ip("-n", ns, "link", "set", dev, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                            RATE, "burst", "64kb", "limit", "512kb"], check=True)
+            subprocess.run(
+                [
+                    "tc",
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    RATE,
+                    "burst",
+                    "64kb",
+                    "limit",
+                    "512kb",
+                ],
+                check=True,
+            )
         yield p
     finally:
         for ns in (p.a, p.b):
@@ -60,7 +78,9 @@ def pair() -> Iterator[Pair]:
 def _tcpflow(ns: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         ["ip", "netns", "exec", ns, sys.executable, "-m", "mrc_transport.demo.tcpflow", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -79,17 +99,17 @@ def _gray(ns: str, dev: str, on: bool) -> None:
     text = (
         f'table netdev graycut {{\n  chain in {{\n    type filter hook ingress device "{dev}" '
         "priority -500; policy drop;\n  }\n}\n"
-        if on else "delete table netdev graycut\n"
+        if on
+        else "delete table netdev graycut\n"
     )
-    subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=text, text=True,
-                   check=True)
+    subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=text, text=True, check=True)
 
 
-def _run_flow(pair: Pair, tmp: Path, seconds: float, cut: tuple[float, float] | None
-              ) -> tuple[dict[str, object], dict[str, object], list[float]]:
+def _run_flow(
+    pair: Pair, tmp: Path, seconds: float, cut: tuple[float, float] | None
+) -> tuple[dict[str, object], dict[str, object], list[float]]:
     records = tmp / "tcp.jsonl"
-    rx = _tcpflow(pair.b, "recv", "--port", "5201", "--records", str(records),
-                  "--progress", "0.05")
+    rx = _tcpflow(pair.b, "recv", "--port", "5201", "--records", str(records), "--progress", "0.05")
     tx: subprocess.Popen[str] | None = None
     marks: list[float] = []
     try:
@@ -158,8 +178,9 @@ def test_gray_cut_stalls_tcp_for_the_cut(pair: Pair, tmp_path: Path) -> None:
     assert res.flows["tcp"].recovery_s >= length - Params().bin_s
 
 
-def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(tiny_lab: str,
-                                                                    tmp_path: Path) -> None:
+def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(
+    tiny_lab: str, tmp_path: Path
+) -> None:
     """On the tiny lab: the T0-T1 link picked from tx counters is really on the TCP flow's
     ECMP path (cutting it stalls the flow for the cut), joined through the lab's event log."""
     from labs import addressing
@@ -171,8 +192,9 @@ def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(tiny_lab: str
     lab = Lab(tiny_lab)
     dst = str(addressing.baseline_address(lab.topo, "h2"))
     records = tmp_path / "tcp.jsonl"
-    rx = _tcpflow(namespace(tiny_lab, "h2"), "recv", "--records", str(records),
-                  "--progress", "0.05")
+    rx = _tcpflow(
+        namespace(tiny_lab, "h2"), "recv", "--records", str(records), "--progress", "0.05"
+    )
     tx: subprocess.Popen[str] | None = None
     try:
         _next_event(rx, "listening")

@@ -77,8 +77,9 @@ class Link:
         start = max(now, self.busy_until)
         self.busy_until = start + size * 8 / self.rate_bps
         copies = 2 if self.dup and rng.random() < self.dup else 1
-        return [(self.busy_until + self.delay + rng.random() * self.jitter, ce)
-                for _ in range(copies)]
+        return [
+            (self.busy_until + self.delay + rng.random() * self.jitter, ce) for _ in range(copies)
+        ]
 
 
 @dataclass
@@ -98,15 +99,23 @@ class Fabric:
     """Planes x paths between hosts, driven in virtual time."""
 
     def __init__(
-        self, seed: int, planes: int = 2, paths_per_plane: int = 4,
-        link: Callable[[], Link] = Link, uplink: Callable[[], Link] | None = None,
+        self,
+        seed: int,
+        planes: int = 2,
+        paths_per_plane: int = 4,
+        link: Callable[[], Link] = Link,
+        uplink: Callable[[], Link] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.planes, self.paths_per_plane = planes, paths_per_plane
         self.now = 0.0
         self.hosts: list[Host] = []
-        self.links = {(p, k, d): link() for p in range(planes)
-                      for k in range(paths_per_plane) for d in ("fwd", "rev")}
+        self.links = {
+            (p, k, d): link()
+            for p in range(planes)
+            for k in range(paths_per_plane)
+            for d in ("fwd", "rev")
+        }
         self._path_link: dict[SrPath, Link] = {}
         self._uplink = uplink
         self.uplinks: dict[tuple[int, int], Link] = {}
@@ -146,8 +155,9 @@ class Fabric:
         for p in range(self.planes):
             for k in range(self.paths_per_plane):
                 s, d = self.addr(src.index, p), self.addr(dst.index, p)
-                path = SrPath(p, (f"t0-{src.name}", f"t1-p{p}-{k}", f"t0-{dst.name}"), s, d, d,
-                              (d,), f"p{p}")
+                path = SrPath(
+                    p, (f"t0-{src.name}", f"t1-p{p}-{k}", f"t0-{dst.name}"), s, d, d, (d,), f"p{p}"
+                )
                 self._path_link[path] = self.links[(p, k, direction)]
                 out.append(path)
         return out
@@ -168,8 +178,9 @@ class Fabric:
             self.uplinks[key] = self._uplink()
         return self.uplinks[key]
 
-    def hold_queue(self, host: Host, plane: int, depth: float, until: float,
-                   every: float = 50e-6) -> None:
+    def hold_queue(
+        self, host: Host, plane: int, depth: float, until: float, every: float = 50e-6
+    ) -> None:
         """A competing flow keeps the host's port on ``plane`` at least ``depth`` seconds
         deep until ``until`` (it uses whatever the port's rate leaves)."""
         port = self.uplink_of(host, plane)
@@ -209,9 +220,11 @@ class Fabric:
             return
         size = len(tx.payload) + OVERHEAD
         is_data = isinstance(tx.header, frames.DataHeader)
-        packet = frames.Packet(frames.PathHeader(tx.path.src.packed, tx.path.dst.packed,
-                                                 ev=tx.ev, dscp=tx.dscp), tx.header,
-                               bytes(tx.payload))
+        packet = frames.Packet(
+            frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp),
+            tx.header,
+            bytes(tx.payload),
+        )
         port = self.uplink_of(host, plane)
         if port is None:
             self._cross(tx.path, packet, dst, size, is_data, False)
@@ -219,8 +232,15 @@ class Fabric:
         for t, ce in port.send(self.now, size, self.rng, is_data):
             self.at(t, functools.partial(self._cross, tx.path, packet, dst, size, is_data, ce))
 
-    def _cross(self, path: SrPath, packet: frames.Packet, dst: Host, size: int,
-               is_data: bool, ce_before: bool) -> None:
+    def _cross(
+        self,
+        path: SrPath,
+        packet: frames.Packet,
+        dst: Host,
+        size: int,
+        is_data: bool,
+        ce_before: bool,
+    ) -> None:
         """``packet`` enters ``path``'s link now; it was CE-marked before if ``ce_before``."""
         for t, ce in self._path_link[path].send(self.now, size, self.rng, is_data):
             ecn = frames.Ecn.CE if ce or ce_before else frames.Ecn.ECT0

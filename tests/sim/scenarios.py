@@ -49,8 +49,14 @@ def start(
 ) -> Run:
     """Fabric, two hosts, a connection established and warm (1 ms)."""
     spec = link or Link(rate_bps=PATH_RATE)
-    fabric = Fabric(seed, planes, paths, link=lambda: Link(**{
-        k: v for k, v in vars(spec).items() if k in Link.__dataclass_fields__}))
+    fabric = Fabric(
+        seed,
+        planes,
+        paths,
+        link=lambda: Link(
+            **{k: v for k, v in vars(spec).items() if k in Link.__dataclass_fields__}
+        ),
+    )
     config = Config(nic_rate_bps=PATH_RATE * planes * paths, **cfg)  # type: ignore[arg-type]
     a, b = fabric.add_host("a", config), fabric.add_host("b", config)
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)

@@ -36,12 +36,12 @@ T_CUT, T_END = 10e-3, 30e-3
 
 def _fabric(seed: int) -> tuple[Fabric, Host, Host, Connection]:
     def port() -> Link:  # NIC port: the bottleneck, a 500 KB buffer, 1% random CE (lab)
-        return Link(rate_bps=PORT_RATE, delay=2e-6, queue_bytes=500_000,
-                    ecn_bytes=10**9, mark=0.01)
+        return Link(rate_bps=PORT_RATE, delay=2e-6, queue_bytes=500_000, ecn_bytes=10**9, mark=0.01)
 
     def path() -> Link:  # T0-T1-T0: full bisection, short queues
-        return Link(rate_bps=PORT_RATE, delay=20e-6, queue_bytes=100_000,
-                    ecn_bytes=10**9, mark=0.01)
+        return Link(
+            rate_bps=PORT_RATE, delay=20e-6, queue_bytes=100_000, ecn_bytes=10**9, mark=0.01
+        )
 
     fabric = Fabric(seed, PLANES, PATHS, link=path, uplink=port)
     cfg = Config(nic_rate_bps=PORT_RATE * PLANES)

@@ -29,8 +29,11 @@ def test_silent_path_death_costs_a_handful_of_packets_then_readmission() -> None
     on_path = [e for e in run.conn.evs.by_value.values() if e.path_key == key]
     assert all(e.state is EvState.ASSUMED_BAD for e in on_path)
     values = {e.value for e in on_path}
-    retired = [e for e in run.a.events
-               if isinstance(e, events.PathRetired) and e.time >= t_kill and e.ev in values]
+    retired = [
+        e
+        for e in run.a.events
+        if isinstance(e, events.PathRetired) and e.time >= t_kill and e.ev in values
+    ]
     assert max(e.time for e in retired) - t_kill < 10 * rtt
     # goodput: within a few RTTs back to what it was, scaled to the 7 surviving paths of 8
     before = run.rate(t_kill - 2e-3, t_kill)

@@ -65,8 +65,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *words: str) -> str:
         (["demo", "failover", "--name", "bad name!"], ["--name"]),
         (["demo", "failover", "--preset", "tiny", "--topology", "x.yaml"], ["not allowed"]),
         (["demo", "failover", "--bogus"], ["unrecognized"]),
-        (["demo", "failover", "--preset", "tiny", "--from", "h0", "--to", "h1"],
-         ["share a rack"]),
+        (["demo", "failover", "--preset", "tiny", "--from", "h0", "--to", "h1"], ["share a rack"]),
         (["demo", "failover", "--preset", "tiny", "--from", "h9"], ["no host 'h9'"]),
         (["demo", "collisions", "--planes", "-1"], [">= 0"]),
         (["demo", "collisions", "--preset", "nope"], ["invalid choice"]),
@@ -161,9 +160,11 @@ def test_path_killed_by_flap_on_its_link() -> None:
 def test_label_flaps_renames_only_cycles_inside_the_flap() -> None:
     link = "t0-p0-0:t1-p0-1"
     flap = Step(5.0, "flap", link, period=0.5, count=2)
-    faults = [FaultWindow("cut", link, "hard", 1.0, 2.0),
-              FaultWindow("cut", link, "hard", 5.1, 5.3),
-              FaultWindow("cut", link, "hard", 5.6, 5.8)]
+    faults = [
+        FaultWindow("cut", link, "hard", 1.0, 2.0),
+        FaultWindow("cut", link, "hard", 5.1, 5.3),
+        FaultWindow("cut", link, "hard", 5.6, 5.8),
+    ]
     out = label_flaps(faults, [(flap, 5.05, 6.1)])
     assert [f.kind for f in out] == ["cut", "flap", "flap"]
     assert out[1].action == "cycle hard"
@@ -181,8 +182,12 @@ def test_permutation_every_host_sends_once_and_receives_once() -> None:
 
 
 def test_window_rates_count_only_the_window() -> None:
-    ds = [Delivery(0.5, 1000, "a"), Delivery(1.5, 1000, "a"), Delivery(1.9, 500, "b"),
-          Delivery(3.0, 1000, "a")]
+    ds = [
+        Delivery(0.5, 1000, "a"),
+        Delivery(1.5, 1000, "a"),
+        Delivery(1.9, 500, "b"),
+        Delivery(3.0, 1000, "a"),
+    ]
     rates = window_rates(ds, ["a", "b", "c"], 1.0, 2.0)
     assert rates == {"a": 8000.0, "b": 4000.0, "c": 0.0}
     with pytest.raises(DemoError):

@@ -14,10 +14,15 @@ T0 = 500.0
 
 def _snap(t: float, faults: tuple[str, ...] = ()) -> LiveSnapshot:
     return LiveSnapshot(
-        t=t, flows=[("mrc", "mrc", 380e6), ("tcp", "tcp", 0.0)],
+        t=t,
+        flows=[("mrc", "mrc", 380e6), ("tcp", "tcp", 0.0)],
         planes=[(0, 95e6), (1, 96e6), (2, 94e6), (3, 95e6)],
-        flow_scale_bps=400e6, plane_scale_bps=100e6, active_evs=120, total_evs=128,
-        faults=faults, verified_so_far=True,
+        flow_scale_bps=400e6,
+        plane_scale_bps=100e6,
+        active_evs=120,
+        total_evs=128,
+        faults=faults,
+        verified_so_far=True,
     )
 
 
@@ -78,8 +83,7 @@ class FakeSource:
         return _snap(self.calls * 0.2, tuple(f"fault {i}" for i in range(self.calls)))
 
 
-async def test_run_live_redraws_until_told_to_stop(autojump_clock: trio.testing.MockClock
-                                                   ) -> None:
+async def test_run_live_redraws_until_told_to_stop(autojump_clock: trio.testing.MockClock) -> None:
     source = FakeSource()
     console = Console(record=True, width=100, force_terminal=False, color_system=None)
     start = trio.current_time()

@@ -32,8 +32,13 @@ T0 = 1000.0  # transfers start at this monotonic time
 MS = 0.001
 
 
-def _flow(name: str, rate_bps: float, end: float, gaps: list[tuple[float, float]],
-          dips: list[tuple[float, float, float]] = ()) -> list[Delivery]:  # type: ignore[assignment]
+def _flow(
+    name: str,
+    rate_bps: float,
+    end: float,
+    gaps: list[tuple[float, float]],
+    dips: list[tuple[float, float, float]] = (),
+) -> list[Delivery]:  # type: ignore[assignment]
     """A delivery every ms (times relative to T0), nothing inside gaps, rate scaled in dips."""
     out = []
     for k in range(int(end / MS)):
@@ -53,16 +58,22 @@ EVENTS = [
 ]
 # MRC: 8 ms and 12 ms stalls, then 3/4 of its paths for the fault; TCP: the whole gray cut
 # plus an RTO, and the whole switch failure.
-MRC = _flow("mrc", 400e6, 10.0, [(2.0, 2.008), (6.0, 6.012)], [(2.008, 4.0, 0.75),
-                                                             (6.012, 8.0, 0.75)])
+MRC = _flow(
+    "mrc", 400e6, 10.0, [(2.0, 2.008), (6.0, 6.012)], [(2.008, 4.0, 0.75), (6.012, 8.0, 0.75)]
+)
 TCP = _flow("tcp", 100e6, 10.0, [(2.0, 4.4), (6.0, 8.6)])
 KINDS = {"mrc": "mrc", "tcp": "tcp"}
 
 
 def _analysis() -> tuple[list[FaultWindow], list[object]]:
     faults = pair_events(EVENTS, t_stop=T0 + 10.0)
-    results = analyse(MRC + TCP, faults, t_begin=T0, t_stop=T0 + 10.0,
-                      surviving=lambda f, flow: 0.75 if flow == "mrc" else 1.0)
+    results = analyse(
+        MRC + TCP,
+        faults,
+        t_begin=T0,
+        t_stop=T0 + 10.0,
+        surviving=lambda f, flow: 0.75 if flow == "mrc" else 1.0,
+    )
     return faults, results  # type: ignore[return-value]
 
 
@@ -70,7 +81,9 @@ def test_fault_rows_carry_the_issue_fields() -> None:
     _, results = _analysis()
     rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
     assert [(r.kind, r.target, r.t_start, r.t_end) for r in rows] == [
-        ("cut", "t0-p1-0:t1-p1-1", 2.0, 4.0), ("fail", "t1-p1-1", 6.0, 8.0)]
+        ("cut", "t0-p1-0:t1-p1-1", 2.0, 4.0),
+        ("fail", "t1-p1-1", 6.0, 8.0),
+    ]
     cut, fail = rows
     assert cut.mrc_stall_ms == pytest.approx(9.0)  # 1.9995 -> 2.0085
     assert fail.mrc_stall_ms == pytest.approx(13.0)
@@ -87,17 +100,29 @@ def test_failover_report_json(tmp_path: Path) -> None:
     _, results = _analysis()
     rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
     totals = flow_totals(MRC + TCP, T0, T0 + 10.0)
-    flows = flow_reports(totals, KINDS, {"mrc": True, "tcp": True},  # type: ignore[arg-type]
-                         {"mrc": {"retransmits": 12, "evs_retired": 3, "evs_readmitted": 3}})
-    doc = failover_report(flows, rows, t_origin=T0, duration_s=10.0, bin_s=0.01,
-                          meta={"preset": "tiny"})
+    flows = flow_reports(
+        totals,
+        KINDS,
+        {"mrc": True, "tcp": True},  # type: ignore[arg-type]
+        {"mrc": {"retransmits": 12, "evs_retired": 3, "evs_readmitted": 3}},
+    )
+    doc = failover_report(
+        flows, rows, t_origin=T0, duration_s=10.0, bin_s=0.01, meta={"preset": "tiny"}
+    )
     path = tmp_path / "out" / "report.json"
     write_json(path, doc)
     back = json.loads(path.read_text())
     assert back["verified"] is True
     for f in back["faults"]:
-        assert {"kind", "target", "t_start", "t_end", "mrc_stall_ms", "mrc_recovery_ms",
-                "tcp_stall_ms"} <= set(f)
+        assert {
+            "kind",
+            "target",
+            "t_start",
+            "t_end",
+            "mrc_stall_ms",
+            "mrc_recovery_ms",
+            "tcp_stall_ms",
+        } <= set(f)
     mrc = next(f for f in back["flows"] if f["flow"] == "mrc")
     assert mrc["evs_retired"] == 3
     assert mrc["retransmits"] == 12
@@ -136,8 +161,9 @@ def test_summary_table_renders_without_a_tty() -> None:
 
 
 def test_collisions_report() -> None:
-    doc = collisions_report({"h0->h2": 100e6, "h1->h3": 50e6}, {"h0->h2": 95e6, "h1->h3": 94e6},
-                            100e6, verified=True)
+    doc = collisions_report(
+        {"h0->h2": 100e6, "h1->h3": 50e6}, {"h0->h2": 95e6, "h1->h3": 94e6}, 100e6, verified=True
+    )
     assert doc["ecmp"]["min_over_max"] == 0.5
     assert doc["ecmp"]["jain"] == pytest.approx(0.9)
     assert doc["mrc"]["jain"] > 0.99

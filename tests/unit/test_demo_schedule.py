@@ -32,10 +32,15 @@ TINY = preset("tiny")
 def test_default_schedule_follows_the_issue() -> None:
     steps = default_schedule(2.0)
     assert [(s.at, s.action, s.target) for s in steps] == [
-        (2.0, "cut", "@tcp-link"), (4.0, "restore", "@tcp-link"),
-        (6.0, "cut", "@tcp-link"), (8.0, "restore", "@tcp-link"),
-        (10.0, "flap", "@tcp-link"), (12.0, "fail", "@tcp-t1"), (14.0, "unfail", "@tcp-t1"),
-        (16.0, "fail", "@src-port"), (18.0, "unfail", "@src-port"),
+        (2.0, "cut", "@tcp-link"),
+        (4.0, "restore", "@tcp-link"),
+        (6.0, "cut", "@tcp-link"),
+        (8.0, "restore", "@tcp-link"),
+        (10.0, "flap", "@tcp-link"),
+        (12.0, "fail", "@tcp-t1"),
+        (14.0, "unfail", "@tcp-t1"),
+        (16.0, "fail", "@src-port"),
+        (18.0, "unfail", "@src-port"),
     ]
     assert [s.mode for s in steps[:4:2]] == ["gray", "hard"]
     assert natural_duration(steps) == pytest.approx(20.0)  # flap at 10 takes 1 s, last at 18
@@ -117,8 +122,12 @@ def test_placeholders_resolve_and_targets_are_checked() -> None:
     check_targets(steps, TINY)
     with pytest.raises(DemoError, match="no value for @tcp-link"):
         resolve(default_schedule(), {})
-    for bad, why in (("t0-p0-0:t1-p0-9", "no link"), ("t1-p7-0", "no node"),
-                     ("h0:p5", "no port p5"), ("h1", "is a host")):
+    for bad, why in (
+        ("t0-p0-0:t1-p0-9", "no link"),
+        ("t1-p7-0", "no node"),
+        ("h0:p5", "no port p5"),
+        ("h1", "is a host"),
+    ):
         action = "cut" if ":" in bad and not bad.startswith("h") else "fail"
         with pytest.raises(DemoError, match=why):
             check_targets([Step(3, action, bad)], TINY)
@@ -132,12 +141,14 @@ def _counters(deltas: dict[tuple[str, str], int]) -> tuple[dict[tuple[str, str],
 
 def test_pick_tcp_link_from_counter_snapshots() -> None:
     # The TCP flow h0 -> h2 went plane 1, T1 1: up t0-p1-0 -> t1-p1-1, down t1-p1-1 -> t0-p1-1.
-    before, after = _counters({
-        ("t0-p1-0", "t1-p1-1"): 5_000_000,     # data up, on the T0 side
-        ("t1-p1-1", "t0-p1-0"): 90_000,        # acks back
-        ("t0-p0-0", "t1-p0-0"): 2_000,         # background noise
-        ("t0-p1-0", "h0"): 80_000,             # host ports are not fabric links
-    })
+    before, after = _counters(
+        {
+            ("t0-p1-0", "t1-p1-1"): 5_000_000,  # data up, on the T0 side
+            ("t1-p1-1", "t0-p1-0"): 90_000,  # acks back
+            ("t0-p0-0", "t1-p0-0"): 2_000,  # background noise
+            ("t0-p1-0", "h0"): 80_000,  # host ports are not fabric links
+        }
+    )
     deltas = fabric_link_deltas(TINY, before, after)
     assert deltas["t0-p1-0:t1-p1-1"] == 5_090_000
     assert deltas["t0-p0-0:t1-p0-0"] == 2_000
@@ -192,16 +203,26 @@ class FakeLab:
 
 def test_apply_step_dispatch() -> None:
     lab = FakeLab()
-    for s in (Step(0, "cut", "a:t1", mode="gray"), Step(0, "restore", "a:t1"),
-              Step(0, "restore", "h0:p1"), Step(0, "restore", "t1-p0-0"),
-              Step(0, "degrade", "a:t1", loss_pct=2.5),
-              Step(0, "flap", "a:t1", period=0.2, count=4),
-              Step(0, "fail", "t1-p0-0"), Step(0, "unfail", "h0:p1")):
+    for s in (
+        Step(0, "cut", "a:t1", mode="gray"),
+        Step(0, "restore", "a:t1"),
+        Step(0, "restore", "h0:p1"),
+        Step(0, "restore", "t1-p0-0"),
+        Step(0, "degrade", "a:t1", loss_pct=2.5),
+        Step(0, "flap", "a:t1", period=0.2, count=4),
+        Step(0, "fail", "t1-p0-0"),
+        Step(0, "unfail", "h0:p1"),
+    ):
         apply_step(lab, s)
     assert [c[:-1] for c in lab.calls] == [
-        ("cut", "a:t1", "gray"), ("restore", "a:t1"), ("unfail", "h0:p1"),
-        ("unfail", "t1-p0-0"), ("degrade", "a:t1", 2.5), ("flap", "a:t1", 0.2, 4),
-        ("fail", "t1-p0-0"), ("unfail", "h0:p1"),
+        ("cut", "a:t1", "gray"),
+        ("restore", "a:t1"),
+        ("unfail", "h0:p1"),
+        ("unfail", "t1-p0-0"),
+        ("degrade", "a:t1", 2.5),
+        ("flap", "a:t1", 0.2, 4),
+        ("fail", "t1-p0-0"),
+        ("unfail", "h0:p1"),
     ]
 
 
@@ -215,8 +236,14 @@ async def test_run_schedule_plays_steps_on_time(autojump_clock: trio.testing.Moc
 
     t_origin = trio.current_time() + 5.0
     steps = resolve(default_schedule(1.5), bindings_for(TINY, "t0-p0-0:t1-p0-1", "h0"))
-    await run_schedule(lab, list(reversed(steps)), t_origin, clock=trio.current_time,
-                       run_sync=direct, on_step=lambda s, r: seen.append((s.action, r)))
+    await run_schedule(
+        lab,
+        list(reversed(steps)),
+        t_origin,
+        clock=trio.current_time,
+        run_sync=direct,
+        on_step=lambda s, r: seen.append((s.action, r)),
+    )
     assert [round(c[-1] - t_origin, 6) for c in lab.calls] == [1.5 * (i + 1) for i in range(9)]
     assert seen[0] == ("cut", "event cut")
     assert lab.calls[5][:2] == ("fail", "t1-p0-1")

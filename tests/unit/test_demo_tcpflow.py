@@ -43,12 +43,17 @@ def _stream(offset: int, n: int) -> bytes:
 
 def test_verifier_accepts_the_stream_in_any_chunking() -> None:
     data = _stream(0, 3 * PERIOD + 123)
-    for size, upto in ((1, 3000), (4096, len(data)), (65_537, len(data)),
-                       (PERIOD + 1, len(data)), (len(data), len(data))):
+    for size, upto in (
+        (1, 3000),
+        (4096, len(data)),
+        (65_537, len(data)),
+        (PERIOD + 1, len(data)),
+        (len(data), len(data)),
+    ):
         v = Verifier(PAT)
         view = memoryview(data)
         for i in range(0, upto, size):
-            v.feed(view[i:min(i + size, upto)])
+            v.feed(view[i : min(i + size, upto)])
         assert v.ok, size
         assert v.offset == upto
 
@@ -58,7 +63,7 @@ def test_verifier_finds_a_flipped_byte_at_its_offset() -> None:
     data[333_333] ^= 0x40
     v = Verifier(PAT)
     for i in range(0, len(data), 65_536):
-        v.feed(memoryview(data)[i:i + 65_536])
+        v.feed(memoryview(data)[i : i + 65_536])
     assert not v.ok
     assert v.first_bad == 333_333
 
@@ -92,9 +97,18 @@ def test_loopback_transfer_is_recorded_and_verified() -> None:
     port = sock.getsockname()[1]
     out: list[RecvResult] = []
     progress: list[int] = []
-    t = threading.Thread(target=lambda: out.append(
-        receive(sock, "tcp", PAT, accept_timeout=10,
-                on_progress=lambda _t, n: progress.append(n), progress_s=1e-9)))
+    t = threading.Thread(
+        target=lambda: out.append(
+            receive(
+                sock,
+                "tcp",
+                PAT,
+                accept_timeout=10,
+                on_progress=lambda _t, n: progress.append(n),
+                progress_s=1e-9,
+            )
+        )
+    )
     t.start()
     try:
         res = send("::1", port, PAT, nbytes=3_000_001, chunk=50_000)
@@ -146,16 +160,33 @@ def test_cli_send_without_receiver_is_one_line_error(capsys: pytest.CaptureFixtu
     assert err.count("\n") == 1
 
 
-def test_cli_recv_writes_records_and_summary(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_recv_writes_records_and_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     probe = listen(0, "::1")
     port = probe.getsockname()[1]
     probe.close()
     records = tmp_path / "tcp.jsonl"
     rc: list[int] = []
-    t = threading.Thread(target=lambda: rc.append(main(
-        ["recv", "--bind", "::1", "--port", str(port), "--flow", "f1",
-         "--records", str(records), "--accept-timeout", "10"])))
+    t = threading.Thread(
+        target=lambda: rc.append(
+            main(
+                [
+                    "recv",
+                    "--bind",
+                    "::1",
+                    "--port",
+                    str(port),
+                    "--flow",
+                    "f1",
+                    "--records",
+                    str(records),
+                    "--accept-timeout",
+                    "10",
+                ]
+            )
+        )
+    )
     t.start()
     try:
         for _ in range(200):  # wait for the listening line, the receiver's readiness signal

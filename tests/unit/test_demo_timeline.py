@@ -21,7 +21,10 @@ CHUNK = 12_500  # bytes per ms = 100 Mbit/s
 
 
 def flow(
-    name: str, t0: float, t1: float, gaps: tuple[tuple[float, float], ...] = (),
+    name: str,
+    t0: float,
+    t1: float,
+    gaps: tuple[tuple[float, float], ...] = (),
     halves: tuple[tuple[float, float], ...] = (),
 ) -> list[Delivery]:
     """One delivery of CHUNK bytes in the middle of every ms of [t0, t1), none inside a gap,
@@ -147,8 +150,9 @@ def test_overlapping_faults_keep_the_healthy_baseline() -> None:
     rs = flow("mrc", 0.0, 8.0, halves=((2.0, 5.0),))
     a = FaultWindow("cut", "l1", "hard", 2.0, 4.0)
     b = FaultWindow("cut", "l2", "hard", 3.0, 5.0)
-    ra, rb = analyse(rs, [a, b], t_begin=0.0, t_stop=8.0, surviving=lambda f, fl: 0.5,
-                     params=Params(margin=0.1))
+    ra, rb = analyse(
+        rs, [a, b], t_begin=0.0, t_stop=8.0, surviving=lambda f, fl: 0.5, params=Params(margin=0.1)
+    )
     assert rb.flows["mrc"].baseline_bps == pytest.approx(100e6)  # not the depressed 50
     assert rb.flows["mrc"].recovery_s == 0.0  # 50 >= 0.9 * 0.5 * 100
     assert ra.flows["mrc"].recovery_s == 0.0

@@ -53,14 +53,18 @@ class FakeWire:
             self._want = (n, trio.Event())
             await self._want[1].wait()
 
-    def send_batch(self, sock: object, buf: bytes, offsets: Sequence[int],
-                   addrs: Sequence[batchio.Destination]) -> int:
+    def send_batch(
+        self, sock: object, buf: bytes, offsets: Sequence[int], addrs: Sequence[batchio.Destination]
+    ) -> int:
         self.calls.append(len(offsets) - 1)
         n = 0
         for a, b in itertools.pairwise(offsets):
             pkt = buf[a:b]
-            code = errno.ENETUNREACH if pkt[8:24] in self.dead else (
-                errno.ENOBUFS if self.room <= 0 else 0)
+            code = (
+                errno.ENETUNREACH
+                if pkt[8:24] in self.dead
+                else (errno.ENOBUFS if self.room <= 0 else 0)
+            )
             if code:
                 if n:
                     return n  # the error shows up on the next call
@@ -91,8 +95,16 @@ def udp() -> Iterator[socket.socket]:
 
 def config(rate: float = 1e12) -> Config:
     """No peer answers here, so the RTO is long enough never to fire in a test."""
-    return Config(mss=MSS, ev_count=8, ev_backup=0, cc="fixed", fixed_window=64 << 20,
-                  nic_rate_bps=rate, min_rto=5.0, max_rto=10.0)
+    return Config(
+        mss=MSS,
+        ev_count=8,
+        ev_backup=0,
+        cc="fixed",
+        fixed_window=64 << 20,
+        nic_rate_bps=rate,
+        min_rto=5.0,
+        max_rto=10.0,
+    )
 
 
 class Clock:
@@ -111,8 +123,9 @@ def endpoint(tx: socket.socket, rate: float = 1e12) -> tuple[MrcEndpoint, Connec
     conn = ep.connect(paths(2, 2)).conn
     back = conn.evs.paths[0]
     ph = frames.PathHeader(back.dst.packed, back.src.packed)
-    ack = frames.SetupHeader(Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20,
-                             MSS, 8, 0)
+    ack = frames.SetupHeader(
+        Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
+    )
     ep.core.receive(frames.Packet(ph, ack, b""), clock.now)
     assert conn.state is ConnState.ESTABLISHED
     return ep, conn, clock
@@ -298,10 +311,13 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
         handle = ep.connect(paths(2, 2))
         conn = handle.conn
         back = conn.evs.paths[0]
-        ack = frames.SetupHeader(Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7,
-                                 64 << 20, MSS, 8, 0)
-        ep.core.receive(frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack,
-                                      b""), trio.current_time())
+        ack = frames.SetupHeader(
+            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
+        )
+        ep.core.receive(
+            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
+            trio.current_time(),
+        )
         ep.kick()
         await handle.wait_established()
         t0 = trio.current_time()
@@ -361,26 +377,42 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
         handle = ep.connect(paths(2, 2))
         conn = handle.conn
         back = conn.evs.paths[0]
-        ack = frames.SetupHeader(Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7,
-                                 64 << 20, MSS, 8, 0)
-        ep.core.receive(frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack,
-                                      b""), trio.current_time())
+        ack = frames.SetupHeader(
+            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
+        )
+        ep.core.receive(
+            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
+            trio.current_time(),
+        )
         ep.kick()
         await handle.wait_established()
         fake_rx.waiting = [(0.0, datagram(b"\x01")), (0.0, datagram(bytes(40)))]
         handle.send(bytes(MSS))
         await fake.wait_data(1)
-        [h] = [h for p in fake.sent if isinstance(h := wire.decode_untrusted(p).header,
-                                                  frames.DataHeader)]
+        [h] = [
+            h
+            for p in fake.sent
+            if isinstance(h := wire.decode_untrusted(p).header, frames.DataHeader)
+        ]
         rto_at = conn.get_timer()
         assert rto_at is not None
-        sack = frames.SackHeader(Common(Opcode.SACK, Flags.NONE, conn.conn, PEER), h.psn + 1,
-                                 h.psn + 1, 0, 0, 0, 0, 0, 64 << 20)
+        sack = frames.SackHeader(
+            Common(Opcode.SACK, Flags.NONE, conn.conn, PEER),
+            h.psn + 1,
+            h.psn + 1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            64 << 20,
+        )
         p = paths(1, 1)[0]
         payload = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), sack)[48:]
         # the SACK is in the socket exactly when the RTO is due: it must be read first
-        fake_rx.waiting.append((rto_at, Datagram(payload, p.dst.packed, 0x8001,
-                                                 p.src.packed, 0, 1)))
+        fake_rx.waiting.append(
+            (rto_at, Datagram(payload, p.dst.packed, 0x8001, p.src.packed, 0, 1))
+        )
         with trio.fail_after(1):
             await handle.wait_unacked_below(1)
         ep.stop()

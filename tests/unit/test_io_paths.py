@@ -25,8 +25,15 @@ def test_path_spec_round_trip() -> None:
     assert p.port == "eth1"
 
 
-@pytest.mark.parametrize("spec", ["plane=x,src=a", f"src={A},dst={B},port=e", "nonsense",
-                                  f"plane=0,src={A},dst=zz,segments={S1},port=e"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "plane=x,src=a",
+        f"src={A},dst={B},port=e",
+        "nonsense",
+        f"plane=0,src={A},dst=zz,segments={S1},port=e",
+    ],
+)
 def test_bad_path_spec(spec: str) -> None:
     with pytest.raises(PathError):
         parse_path_spec(spec)
@@ -34,8 +41,10 @@ def test_bad_path_spec(spec: str) -> None:
 
 def test_static_paths_for_maps_source_back(tmp_path: Path) -> None:
     f = tmp_path / "paths.yaml"
-    f.write_text(f"peers:\n  b:\n    addresses: ['{B}']\n    paths:\n"
-                 f"      - {{plane: 0, src: '{A}', dst: '{B}', segments: ['{S1}'], port: e0}}\n")
+    f.write_text(
+        f"peers:\n  b:\n    addresses: ['{B}']\n    paths:\n"
+        f"      - {{plane: 0, src: '{A}', dst: '{B}', segments: ['{S1}'], port: e0}}\n"
+    )
     sp = load_static(f)
     assert [p.dst for p in sp.paths_to("b")] == [IPv6Address(B)]
     assert sp.paths_to(B) == sp.paths_to("b")
@@ -68,8 +77,10 @@ def test_lab_paths_resolve_and_paths_for(tmp_path: Path, monkeypatch: pytest.Mon
     lp = LabPaths("unit", host="h3")
     assert {p.plane for p in lp.paths_to("h0")} == {0, 1}
     assert lp.resolve(str(addressing.host_address(topo, 1, "h0"))) == "h0"
-    setup_from_h0 = PathHeader(src=addressing.host_address(topo, 1, "h0").packed,
-                               dst=addressing.host_address(topo, 1, "h3").packed)
+    setup_from_h0 = PathHeader(
+        src=addressing.host_address(topo, 1, "h0").packed,
+        dst=addressing.host_address(topo, 1, "h3").packed,
+    )
     assert list(lp.paths_for(setup_from_h0)) == lp.paths_to("h0")
     with pytest.raises(PathError):
         lp.paths_to("h3")
@@ -94,20 +105,30 @@ def test_path_header_encodings_end_at_same_destination() -> None:
 def test_cmsgs_and_datagram_decode() -> None:
     flowinfo = (0b01101011 << 20 | 0x54567).to_bytes(4, "big")
     dst = IPv6Address(B).packed
-    anc = [(socket.IPPROTO_IPV6, IPV6_PKTINFO, dst + (3).to_bytes(4, "little")),
-           (socket.IPPROTO_IPV6, IPV6_TCLASS, (0x6B).to_bytes(4, "little")),
-           (socket.IPPROTO_IPV6, IPV6_FLOWINFO, flowinfo)]
+    anc = [
+        (socket.IPPROTO_IPV6, IPV6_PKTINFO, dst + (3).to_bytes(4, "little")),
+        (socket.IPPROTO_IPV6, IPV6_TCLASS, (0x6B).to_bytes(4, "little")),
+        (socket.IPPROTO_IPV6, IPV6_FLOWINFO, flowinfo),
+    ]
     got_dst, tclass, flow = parse_cmsgs(anc)
     assert (got_dst, tclass, flow) == (dst, 0x6B, 0x54567)
     header = ProbeHeader(Common(Opcode.PROBE, Flags.TS, 1, 2), 7, 0, 99)
     ph = PathHeader(src=IPv6Address(A).packed, dst=dst, ev=0x8123_4567)
     udp_payload = wire.encode(ph, header)[48:]
-    pkt = wire.decode_datagram_untrusted(udp_payload, src=ph.src, dst=dst, sport=0x8123,
-                                         dport=4791, tclass=tclass, flow_label=0x34567)
+    pkt = wire.decode_datagram_untrusted(
+        udp_payload,
+        src=ph.src,
+        dst=dst,
+        sport=0x8123,
+        dport=4791,
+        tclass=tclass,
+        flow_label=0x34567,
+    )
     assert pkt.header == header
     assert pkt.path.ev == 0x8123_4567
     assert pkt.path.ecn is Ecn.CE
     for junk in (b"", b"\x02" + bytes(20), b"\x01\xff" + bytes(30)):
         with pytest.raises(wire.BadPacket):
-            wire.decode_datagram_untrusted(junk, src=ph.src, dst=dst, sport=1, dport=4791,
-                                           tclass=0, flow_label=0)
+            wire.decode_datagram_untrusted(
+                junk, src=ph.src, dst=dst, sport=1, dport=4791, tclass=0, flow_label=0
+            )

@@ -27,8 +27,13 @@ def established() -> tuple[Fabric, Host, Host, Connection, Connection]:
 def data(conn: Connection, **kw: int) -> frames.Packet:
     """A well-formed data packet from ``conn``'s peer, with fields overridden."""
     assert conn.receiver is not None
-    fields = dict(psn=conn.receiver.cum & 0xFFFF_FFFF, msn=conn.receiver.next_msn, msg_offset=0,
-                  msg_len=10, ts=0)
+    fields = dict(
+        psn=conn.receiver.cum & 0xFFFF_FFFF,
+        msn=conn.receiver.next_msn,
+        msg_offset=0,
+        msg_len=10,
+        ts=0,
+    )
     fields.update(kw)
     common = Common(Opcode.WRITE_ONLY, Flags.NONE, conn.conn, conn.peer_conn)
     header = frames.DataHeader(common, **fields)
@@ -38,8 +43,16 @@ def data(conn: Connection, **kw: int) -> frames.Packet:
 
 def sack(conn: Connection, **kw: int) -> frames.Packet:
     s = conn.sender
-    fields = dict(cum_psn=s.snd_una & 0xFFFF_FFFF, sack_base=s.snd_una & 0xFFFF_FFFF, bitmap=0,
-                  ev=0, ts=0, ooo_count=0, rwnd_penalty=0, rwnd=1 << 20)
+    fields = dict(
+        cum_psn=s.snd_una & 0xFFFF_FFFF,
+        sack_base=s.snd_una & 0xFFFF_FFFF,
+        bitmap=0,
+        ev=0,
+        ts=0,
+        ooo_count=0,
+        rwnd_penalty=0,
+        rwnd=1 << 20,
+    )
     fields.update(kw)
     common = Common(Opcode.SACK, Flags.NONE, conn.conn, conn.peer_conn)
     path = frames.PathHeader(b"\0" * 16, b"\0" * 16)
@@ -57,24 +70,40 @@ def still_works(fabric: Fabric, b: Host, client: Connection) -> None:
 def test_unknown_connection() -> None:
     fabric, _a, b, client, server = established()
     p = data(server)
-    bogus = dataclasses.replace(p, header=dataclasses.replace(
-        p.header, common=dataclasses.replace(p.header.common, dst_conn=server.conn ^ 1)))
+    bogus = dataclasses.replace(
+        p,
+        header=dataclasses.replace(
+            p.header, common=dataclasses.replace(p.header.common, dst_conn=server.conn ^ 1)
+        ),
+    )
     b.endpoint.receive(bogus, fabric.now)
     assert b.endpoint.counters.unknown_connection == 1
     still_works(fabric, b, client)
 
 
 CASES: list[tuple[str, Callable[[Connection, Connection], frames.Packet], str]] = [
-    ("psn beyond the window", lambda c, s: data(s, psn=(s.receiver.cum + 5000) & 0xFFFF_FFFF),  # type: ignore[union-attr]
-     "psn_out_of_window"),
-    ("duplicate psn", lambda c, s: data(s, psn=(s.receiver.cum - 1) & 0xFFFF_FFFF),  # type: ignore[union-attr]
-     "dup_packets"),
-    ("payload past msg_len", lambda c, s: dataclasses.replace(data(s), payload=b"y" * 30),
-     "inconsistent_header"),
+    (
+        "psn beyond the window",
+        lambda c, s: data(s, psn=(s.receiver.cum + 5000) & 0xFFFF_FFFF),  # type: ignore[union-attr]
+        "psn_out_of_window",
+    ),
+    (
+        "duplicate psn",
+        lambda c, s: data(s, psn=(s.receiver.cum - 1) & 0xFFFF_FFFF),  # type: ignore[union-attr]
+        "dup_packets",
+    ),
+    (
+        "payload past msg_len",
+        lambda c, s: dataclasses.replace(data(s), payload=b"y" * 30),
+        "inconsistent_header",
+    ),
     ("msn already delivered", lambda c, s: data(s, msn=0), "msn_out_of_window"),
     ("msn far ahead", lambda c, s: data(s, msn=1 << 20), "msn_out_of_window"),
-    ("sack beyond sent", lambda c, s: sack(s, cum_psn=(s.sender.snd_nxt + 10) & 0xFFFF_FFFF),
-     "sack_beyond_sent"),
+    (
+        "sack beyond sent",
+        lambda c, s: sack(s, cum_psn=(s.sender.snd_nxt + 10) & 0xFFFF_FFFF),
+        "sack_beyond_sent",
+    ),
     ("sack bitmap beyond sent", lambda c, s: sack(s, bitmap=1 << 40), "sack_beyond_sent"),
 ]
 
@@ -110,8 +139,12 @@ def test_inconsistent_message_length() -> None:
 def test_wrong_header_for_opcode_and_unknown_probe_reply() -> None:
     fabric, _a, b, client, server = established()
     p = sack(server)
-    wrong = dataclasses.replace(p, header=dataclasses.replace(
-        p.header, common=dataclasses.replace(p.header.common, opcode=Opcode.WRITE_ONLY)))
+    wrong = dataclasses.replace(
+        p,
+        header=dataclasses.replace(
+            p.header, common=dataclasses.replace(p.header.common, opcode=Opcode.WRITE_ONLY)
+        ),
+    )
     b.endpoint.receive(wrong, fabric.now)
     assert server.counters.wrong_state == 1
     common = Common(Opcode.PROBE_REPLY, Flags.NONE, server.conn, server.peer_conn)
@@ -126,8 +159,9 @@ def test_close_before_all_data_is_refused() -> None:
     assert server.receiver is not None
     common = Common(Opcode.CLOSE, Flags.NONE, server.conn, server.peer_conn)
     final = (server.receiver.cum + 3) & 0xFFFF_FFFF
-    b.endpoint.receive(frames.Packet(sack(server).path, frames.CloseHeader(common, final), b""),
-                       fabric.now)
+    b.endpoint.receive(
+        frames.Packet(sack(server).path, frames.CloseHeader(common, final), b""), fabric.now
+    )
     assert server.counters.close_early == 1
     still_works(fabric, b, client)
 
@@ -136,8 +170,9 @@ def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
     fabric, a, _b, client, _server = established()
     path = sack(client).path
     common = Common(Opcode.NACK, Flags.NONE, client.conn, client.peer_conn)
-    bad = frames.NackHeader(common, (client.sender.snd_nxt + 7) & 0xFFFF_FFFF,
-                            frames.NackReason.TRIMMED, 0, 0)
+    bad = frames.NackHeader(
+        common, (client.sender.snd_nxt + 7) & 0xFFFF_FFFF, frames.NackReason.TRIMMED, 0, 0
+    )
     a.endpoint.receive(frames.Packet(path, bad, b""), fabric.now)
     assert client.counters.nack_invalid == 1
     # a real trim: the packet's EV is skipped and the packet is resent at once
@@ -156,13 +191,25 @@ def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
     assert rtx[0].ev != first.ev
 
 
-def segment(conn: Connection, psn_ahead: int, msn: int, offset: int, msg_len: int,
-            n: int | None = None, fill: int = 0x41) -> frames.Packet:
+def segment(
+    conn: Connection,
+    psn_ahead: int,
+    msn: int,
+    offset: int,
+    msg_len: int,
+    n: int | None = None,
+    fill: int = 0x41,
+) -> frames.Packet:
     """Data packet ``psn_ahead`` PSNs above ``conn``'s cumulative PSN; payload ``n`` bytes."""
     assert conn.receiver is not None
     size = min(msg_len - offset, conn.receiver.seg_size) if n is None else n
-    p = data(conn, psn=(conn.receiver.cum + psn_ahead) & 0xFFFF_FFFF, msn=msn,
-             msg_offset=offset, msg_len=msg_len)
+    p = data(
+        conn,
+        psn=(conn.receiver.cum + psn_ahead) & 0xFFFF_FFFF,
+        msn=msn,
+        msg_offset=offset,
+        msg_len=msg_len,
+    )
     return dataclasses.replace(p, payload=bytes([fill]) * size)
 
 
@@ -201,18 +248,18 @@ OVERLAPS: list[tuple[str, int, int, int | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "offset", "length", "n"), OVERLAPS,
-                         ids=[o[0] for o in OVERLAPS])
+@pytest.mark.parametrize(("name", "offset", "length", "n"), OVERLAPS, ids=[o[0] for o in OVERLAPS])
 def test_segment_breaking_the_grid_is_dropped(
     name: str, offset: int, length: int, n: int | None
 ) -> None:
     fabric, _a, b, client, server = established()
     assert server.receiver is not None
     assert server.receiver.seg_size == 1200
-    cum, before = server.receiver.cum, server.counters.bad_segment + \
-        server.counters.inconsistent_header
-    b.endpoint.receive(segment(server, 0, server.receiver.next_msn, offset, length, n),
-                       fabric.now)
+    cum, before = (
+        server.receiver.cum,
+        server.counters.bad_segment + server.counters.inconsistent_header,
+    )
+    b.endpoint.receive(segment(server, 0, server.receiver.next_msn, offset, length, n), fabric.now)
     after = server.counters.bad_segment + server.counters.inconsistent_header
     assert after == before + 1
     assert server.receiver.cum == cum

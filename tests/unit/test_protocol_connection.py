@@ -239,8 +239,11 @@ def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frame
     for i in (1, 2, 3, 4, 0):
         server.receive(frames.Packet(path, data[i].header, bytes(data[i].payload)), now)
         server.handle_timer(now + CFG.ack_delay)  # a delayed SACK, if one is pending
-        sacks += [t.header for t in server.datagrams_to_send(now)
-                  if isinstance(t.header, frames.SackHeader)]
+        sacks += [
+            t.header
+            for t in server.datagrams_to_send(now)
+            if isinstance(t.header, frames.SackHeader)
+        ]
     return client, path, now, sacks
 
 
@@ -257,4 +260,8 @@ def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
     twin.receive(frames.Packet(path, penalised, b""), now)
     assert client.counters.sacks_received == 1
     assert (twin.cc.window, twin.sender.peer_rwnd, twin.sender.snd_una, twin.counters) == (
-        client.cc.window, client.sender.peer_rwnd, client.sender.snd_una, client.counters)
+        client.cc.window,
+        client.sender.peer_rwnd,
+        client.sender.snd_una,
+        client.counters,
+    )

@@ -128,8 +128,11 @@ def test_clean_ack_on_the_path_resets_its_failure_count() -> None:
 
 
 def test_plane_down_then_up() -> None:
-    evs, log = make(Config(ev_count=8, ev_backup=2, path_fail_threshold=100, ev_min_active=0),
-                    planes=2, per_plane=1)
+    evs, log = make(
+        Config(ev_count=8, ev_backup=2, path_fail_threshold=100, ev_min_active=0),
+        planes=2,
+        per_plane=1,
+    )
     plane0 = [e for e in evs.by_value.values() if e.plane == 0]
     for ev in plane0:
         evs.apply(ev, EvInput.LOSS, 1.0)

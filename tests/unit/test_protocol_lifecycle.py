@@ -110,8 +110,11 @@ def test_unread_events_keep_a_drained_connection_until_read() -> None:
     assert server.state is ConnState.CLOSED
     assert b.endpoint.get_timer() is None
     got = list(iter(b.endpoint.next_event, None))
-    assert [type(e) for e in got] == [events.ConnectionEstablished, events.MessageReceived,
-                                      events.ConnectionClosed]
+    assert [type(e) for e in got] == [
+        events.ConnectionEstablished,
+        events.MessageReceived,
+        events.ConnectionClosed,
+    ]
     assert isinstance(got[1], events.MessageReceived)
     assert bytes(got[1].data) == msg
     assert b.endpoint.connections == {}

@@ -108,7 +108,8 @@ def test_a_refused_data_packet_on_an_old_transmission_is_ignored() -> None:
     conn.send_failed(tx, now)  # reported twice: resent once
     [resent] = [t for t in conn.datagrams_to_send(now) if t.header.common.flags & Flags.RTX]
     assert resent.header == dataclasses.replace(
-        tx.header, common=dataclasses.replace(tx.header.common, flags=resent.header.common.flags))
+        tx.header, common=dataclasses.replace(tx.header.common, flags=resent.header.common.flags)
+    )
     conn.send_failed(tx, now)  # the first transmission again, late: its resend is out
     assert conn.datagrams_to_send(now) == []
     s = conn.sender
@@ -194,7 +195,8 @@ def test_probe_timers_count_in_the_larger_of_base_rtt_and_srtt() -> None:
         [due] = evs.due_probes(ev.next_probe)
         assert due is ev
         assert ev.next_probe == pytest.approx(
-            10.0 + (CFG.probe_after_rtts + CFG.probe_retry_rtts) * max(base, srtt))
+            10.0 + (CFG.probe_after_rtts + CFG.probe_retry_rtts) * max(base, srtt)
+        )
         for _ in range(CFG.readmit_probes):
             evs.probe_ok(ev, 11.0)
         assert ev.state is EvState.GOOD

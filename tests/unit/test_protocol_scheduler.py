@@ -93,7 +93,8 @@ def test_a_plane_with_no_usable_ev_gets_nothing_until_readmitted() -> None:
     got = planes_of(sched, evs, 17 * 10)
     assert got.count(1) == 10  # weight 1 against 16
     assert {e.value for e in (sched.pick(evs) for _ in range(300)) if e.plane == 1} == {
-        gone[0].value}
+        gone[0].value
+    }
 
 
 def test_weights_follow_the_usable_evs_as_they_change() -> None:
@@ -171,7 +172,8 @@ def test_usable_in_tracks_retirement_and_readmission() -> None:
         evs.probe_ok(ev, 0.0)
     assert ev in evs.usable_in(1)
     assert sorted(e.value for p in evs.planes for e in evs.usable_in(p)) == sorted(
-        e.value for e in evs.usable)
+        e.value for e in evs.usable
+    )
     assert evs.usable_in(7) == []
 
 
@@ -183,8 +185,7 @@ def test_rr_takes_the_usable_evs_in_turn() -> None:
     picks = [sched.pick(evs) for _ in range(3 * n)]
     assert picks[:n] == picks[n : 2 * n] == picks[2 * n :]
     assert sorted(e.value for e in picks[:n]) == sorted(e.value for e in evs.usable)
-    assert [e.value for e in picks[:n]] == [
-        evs.usable[(i + 1) % n].value for i in range(n)]
+    assert [e.value for e in picks[:n]] == [evs.usable[(i + 1) % n].value for i in range(n)]
 
 
 def test_rr_skips_the_ev_to_avoid() -> None:
@@ -208,6 +209,9 @@ def test_reps_recycles_clean_evs_then_explores_planes_in_turn() -> None:
 
 
 def test_unknown_scheduler_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"unknown scheduler 'spray'; known: \['random', 'reps', "
-                       r"'rr'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown scheduler 'spray'; known: \['random', 'reps', "
+        r"'rr'\]",
+    ):
         make_scheduler("spray", random.Random(1))
