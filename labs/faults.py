@@ -203,12 +203,15 @@ class Lab:
         """Down for period/2, up for period/2, count times (the sleeps ARE the flap)."""
         if period <= 0 or count < 1:
             raise LabError("flap needs --period > 0 and --count >= 1")
+        # Absolute deadlines, so a slow restore (it re-adds addresses, routes and SIDs)
+        # delays only its own event and the flap keeps its period.
         events: list[Event] = []
-        for _ in range(count):
+        t0 = time.monotonic()
+        for k in range(count):
             events.append(self.cut(link_name, "hard"))
-            time.sleep(period / 2)
+            _sleep_until(t0 + (k + 0.5) * period)
             events.append(self.restore(link_name))
-            time.sleep(period / 2)
+            _sleep_until(t0 + (k + 1) * period)
         return events
 
     # -- nodes and ports --------------------------------------------------------------------
@@ -257,6 +260,10 @@ class Lab:
         if self.topo.kind_of(node) == "host":
             raise LabError(f"fail takes a switch or HOST:PORT, not the host {node!r}")
         return node
+
+
+def _sleep_until(t: float) -> None:
+    time.sleep(max(0.0, t - time.monotonic()))
 
 
 def restore_any(lab: Lab, target: str) -> Event:
