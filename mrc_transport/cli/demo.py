@@ -79,6 +79,12 @@ def register(subparsers: Any, help_text: str) -> None:
         help="link rate in Mbit/s (default 20: 2 Python MRC processes per pair "
         "must not be CPU-bound; 0 keeps the preset's)",
     )
+    p.add_argument(
+        "--scheduler",
+        choices=("random", "rr", "reps"),
+        default="random",
+        help="MRC spraying scheduler (default random, the paper's)",
+    )
     p.set_defaults(func=_collisions)
 
 
@@ -209,6 +215,11 @@ def _collisions(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     _need_root()
     cfg = CollisionsConfig(
-        topo=topo, lab=args.name, duration=args.duration, out=Path(args.out), preset=preset
+        topo=topo,
+        lab=args.name,
+        duration=args.duration,
+        out=Path(args.out),
+        preset=preset,
+        scheduler=args.scheduler,
     )
     return _guarded(args, lambda: run_collisions(cfg))

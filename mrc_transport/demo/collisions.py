@@ -51,6 +51,8 @@ class CollisionsConfig:
     """Output folder."""
     preset: str | None = None
     """Preset name, for the report."""
+    scheduler: str = "random"
+    """MRC spraying scheduler (`mrc perf --scheduler`)."""
 
 
 def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
@@ -243,6 +245,8 @@ async def _mrc_run(
                         str(MRC_BASE_PORT + k),
                         "-t",
                         f"{cfg.duration:.3f}",
+                        "--scheduler",
+                        cfg.scheduler,
                         "--json-stream",
                         "-i",
                         "0",
@@ -329,6 +333,7 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
             },
             "pairs": flows,
             "planes": cfg.topo.planes,
+            "scheduler": cfg.scheduler,
             "port_rate_bps": port,
             "host_rate_bps": port * cfg.topo.planes,
             "ecmp_verified": ecmp.verified,
