@@ -15,8 +15,9 @@ clock translation. From them, per fault and per flow:
   The surviving capacity is the healthy pre-fault goodput times a fraction the caller gives
   (e.g. paths alive / paths before: the paper's "one T0-T1 link lost costs 1/N of the
   capacity", mrc-protocol-notes.md). The healthy goodput is measured over the last
-  ``pre_s`` seconds before t_start that lie outside every fault window (and its margin), so
-  overlapping faults do not lower each other's reference. Resolution: one bin.
+  ``pre_s`` seconds before t_start that lie outside every fault window (and its margin) and
+  its aftermath (any flow's stall that started in it), so faults do not skew each other's
+  reference. Resolution: one bin.
 
 Pure: no IO, no clock.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 FAULT_KINDS = frozenset({"cut", "degrade", "fail", "flap"})
 RESTORE_KIND = "restore"
@@ -355,6 +356,7 @@ def analyse(
     flow's healthy capacity outright instead of measuring it before each fault."""
     flows = by_flow(deliveries)
     series = {f: goodput(rs, t_begin, t_stop, params.bin_s) for f, rs in flows.items()}
+    aftermath = with_aftermath(faults, flows, t_begin=t_begin, t_stop=t_stop, params=params)
     out: list[FaultResult] = []
     for fault in faults:
         per_flow: dict[str, FlowFault] = {}
@@ -364,7 +366,7 @@ def analyse(
                 flow,
                 rs,
                 series[flow],
-                faults,
+                aftermath,
                 t_begin,
                 t_stop,
                 surviving(fault, flow),
@@ -372,6 +374,31 @@ def analyse(
                 params,
             )
         out.append(FaultResult(fault, per_flow))
+    return out
+
+
+def with_aftermath(
+    faults: Sequence[FaultWindow],
+    flows: Mapping[str, Sequence[Delivery]],
+    *,
+    t_begin: float,
+    t_stop: float,
+    params: Params,
+) -> list[FaultWindow]:
+    """The faults with each window stretched to the end of the longest stall it caused in
+    any flow. A healthy baseline must not include a fault's aftermath: a TCP flow still in
+    retransmission backoff after the restore leaves its shared port to the other flow, whose
+    goodput is then above what it gets once TCP resumes."""
+    times = {flow: [d.t_mono for d in rs] for flow, rs in flows.items()}
+    out: list[FaultWindow] = []
+    for f in faults:
+        w_end = min(f.t_end + params.margin, t_stop)
+        end = f.t_end
+        for ts in times.values():
+            stall = longest_stall(ts, max(f.t_start, t_begin), w_end, t_begin, t_stop)
+            if stall is not None:
+                end = max(end, stall.end - params.margin)
+        out.append(replace(f, t_end=end))
     return out
 
 

@@ -161,6 +161,20 @@ def test_overlapping_faults_keep_the_healthy_baseline() -> None:
     assert rb_full.flows["mrc"].recovery_s == pytest.approx(2.0)
 
 
+def test_baseline_skips_a_faults_aftermath_in_any_flow() -> None:
+    # Fault A [1, 2]: TCP stalls from 1.0 until 3.2, long past A's restore and margin, and
+    # MRC runs at full rate (100) only while TCP is stalled, at half rate otherwise. Fault B
+    # at 3.5: its MRC baseline must come from before A (half rate: TCP running), not from
+    # [2.1, 3.2], where MRC had TCP's share too.
+    mrc = flow("mrc", 0.0, 5.0, halves=((0.0, 1.0), (3.2, 5.0)))
+    tcp = flow("tcp", 0.0, 5.0, gaps=((1.0, 3.2),))
+    a = FaultWindow("cut", "l1", "gray", 1.0, 2.0)
+    b = FaultWindow("cut", "l2", "hard", 3.5, 4.0)
+    _, rb = analyse(mrc + tcp, [a, b], t_begin=0.0, t_stop=5.0, params=Params(margin=0.1))
+    assert rb.flows["mrc"].baseline_bps == pytest.approx(50e6, rel=0.02)
+    assert rb.flows["mrc"].recovery_s == 0.0  # 50 stays >= 0.9 x 50
+
+
 def test_baseline_uses_only_the_last_pre_seconds() -> None:
     rs = flow("mrc", 0.0, 3.0, halves=((0.0, 1.0),))
     fault = FaultWindow("cut", "l1", "hard", 2.0, 2.5)
