@@ -69,7 +69,6 @@ TIMER_TICK = 1e-3  # trio waits in epoll_wait, whose timeout is whole millisecon
 BACKOFF_PACKETS = 4  # after ENOBUFS, retry once this many packets drained at the NIC rate
 PORT_DOWN = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN})  # local refusals
 MAX_BACKLOG = 65536  # packets queued behind a full socket buffer before we drop (ours)
-LINGER = 2.0  # seconds a closed connection still answers a retransmitted CLOSE (ours)
 SRH_ALLOWANCE = 8 + 16 * 8  # SRH of up to 8 segments (Config.mss docstring)
 UDP_LEN = 8
 
@@ -218,7 +217,6 @@ class MrcEndpoint:
         self._byte_time = 8 / cfg.nic_rate_bps
         self._plane_set: set[int] = set()
         self._serve_scope: trio.CancelScope | None = None
-        self._linger: list[tuple[float, int]] = []
         self._accept_send, self._accept_recv = trio.open_memory_channel[ConnHandle](math.inf)
         self._tx: socket.socket | None = None
         self._rx: socket.socket | None = None
@@ -327,8 +325,6 @@ class MrcEndpoint:
         """Trio deadline of the next thing to do without a packet arriving."""
         t = self.core.get_timer()
         deadline = math.inf if t is None else t
-        if self._linger:
-            deadline = min(deadline, self._linger[0][0])
         if self._want_send and not self._backlog:
             deadline = min(deadline, self._pace_at)
         if deadline == math.inf:
@@ -359,7 +355,7 @@ class MrcEndpoint:
         t = core.get_timer()
         if t is not None and t <= now:
             core.handle_timer(now)
-        self._dispatch(now)
+        self._dispatch()
         if self._backlog:  # the kernel pushed back: no new burst until it drained
             self._want_send = True
             return False
@@ -378,7 +374,7 @@ class MrcEndpoint:
         self._want_send = len(out) >= self.cfg.max_burst
         return self._want_send and now >= self._pace_at
 
-    def _dispatch(self, now: float) -> None:
+    def _dispatch(self) -> None:
         core = self.core
         while (event := core.next_event()) is not None:
             handle = self.handles.get(event.conn)
@@ -397,14 +393,14 @@ class MrcEndpoint:
                 handle.established = True
             elif isinstance(event, events.ConnectionClosed):
                 handle.closed_reason = event.reason
-                self._linger.append((now + LINGER, event.conn))
             if handle.on_event is not None:
                 handle.on_event(event)
             handle._wake()
-        while self._linger and self._linger[0][0] <= now:
-            _, conn_id = self._linger.pop(0)
-            core.connections.pop(conn_id, None)
-            self.handles.pop(conn_id, None)
+        if len(self.handles) > len(core.connections):
+            # The core drains a closed connection (a late CLOSE is still answered), then
+            # removes it; the application keeps its own reference to the handle.
+            for conn_id in [c for c in self.handles if c not in core.connections]:
+                del self.handles[conn_id]
 
     def _header(self, tx: Transmit) -> tuple[PathHeader, bytes]:
         key = (id(tx.path), tx.ev, tx.dscp)
