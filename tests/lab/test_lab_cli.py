@@ -23,16 +23,6 @@ SLACK = 0.5  # seconds a restore may take on a busy 2-core machine (it re-adds r
 CUT_JITTER = 0.2  # seconds a cut (one `ip link set down`) may lag its deadline
 
 
-def run(argv: list[str]) -> int:
-    """main()'s exit code, whether it returns it or argparse raises SystemExit."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    assert isinstance(code, int)
-    return code
-
-
 def carrier(lab: str, node: str, dev: str) -> tuple[int, int, str]:
     """(carrier down count, carrier up count, operstate) of node's dev, from the kernel."""
     with IPRoute(netns=namespace(lab, node)) as ipr:
@@ -55,7 +45,7 @@ def test_flap_takes_the_link_down_and_up_count_times(
     # The cut sets the lower end (the T0) admin down; the T1's end sees the carrier go.
     down0, up0, _ = carrier(tiny_lab, link.b, link.b_dev)
     argv = ["lab", "flap", FLAP_LINK, "--name", tiny_lab, "--period", str(PERIOD)]
-    assert run([*argv, "--count", str(COUNT)]) == 0
+    assert main([*argv, "--count", str(COUNT)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2 * COUNT
     down1, up1, state = carrier(tiny_lab, link.b, link.b_dev)
     assert (down1 - down0, up1 - up0) == (COUNT, COUNT)
@@ -105,7 +95,7 @@ def test_bad_targets_are_one_line_errors_that_change_nothing(
 ) -> None:
     for args, expected in BAD_TARGETS:
         # --name before the rest: exec's CMD takes everything after the node
-        assert run(["lab", args[0], "--name", tiny_lab, *args[1:]]) == 2, args
+        assert main(["lab", args[0], "--name", tiny_lab, *args[1:]]) == 2, args
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err
@@ -118,7 +108,7 @@ def test_up_on_an_existing_lab_needs_force(
     tiny_lab: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = load_state(tiny_lab)
-    assert run(["lab", "up", "--name", tiny_lab, "--preset", "default"]) == 2
+    assert main(["lab", "up", "--name", tiny_lab, "--preset", "default"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert f"lab '{tiny_lab}' exists" in err

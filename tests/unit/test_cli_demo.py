@@ -35,15 +35,6 @@ def no_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("labs.apply.up", must_not_build)
 
 
-def run(argv: list[str]) -> int:
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    assert isinstance(code, int)
-    return code
-
-
 def one_line_error(capsys: pytest.CaptureFixture[str], *words: str) -> str:
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -74,7 +65,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *words: str) -> str:
 def test_bad_flags_are_one_line_exit_2(
     argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(argv) == 2
+    assert main(argv) == 2
     one_line_error(capsys, *words)
 
 
@@ -97,14 +88,14 @@ def test_bad_schedule_file_is_one_line_exit_2(
 ) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    assert run(["demo", "failover", "--preset", "tiny", "--schedule", str(path)]) == 2
+    assert main(["demo", "failover", "--preset", "tiny", "--schedule", str(path)]) == 2
     one_line_error(capsys, *words)
 
 
 def test_missing_schedule_file_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(["demo", "failover", "--schedule", str(tmp_path / "none.yaml")]) == 2
+    assert main(["demo", "failover", "--schedule", str(tmp_path / "none.yaml")]) == 2
     one_line_error(capsys, "none.yaml")
 
 
@@ -112,7 +103,7 @@ def test_valid_input_without_root_says_root(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    assert run(["demo", "failover", "--preset", "tiny", "--out", str(tmp_path)]) == 2
+    assert main(["demo", "failover", "--preset", "tiny", "--out", str(tmp_path)]) == 2
     one_line_error(capsys, "root")
 
 

@@ -11,14 +11,6 @@ from labs.sizing import compare
 from mrc_transport.cli.main import main
 
 
-def _run(argv: list[str]) -> int:
-    # argparse errors leave through SystemExit, UsageError through main's return value.
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-
-
 def _json(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
     assert main(["plan", "--json", *flags]) == 0
     doc: dict[str, Any] = json.loads(capsys.readouterr().out)
@@ -91,7 +83,7 @@ def test_hosts_table_shows_capacity_when_full(capsys: pytest.CaptureFixture[str]
 def test_bad_flags_exit_2_with_one_line(
     flags: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(["plan", *flags]) == 2
+    assert main(["plan", *flags]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert len(err.strip().splitlines()) == 1

@@ -31,18 +31,8 @@ def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return state
 
 
-def run(argv: list[str]) -> int:
-    """main()'s exit code, whether it returns it or argparse raises SystemExit."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    assert isinstance(code, int)
-    return code
-
-
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert run(argv) == 2
+    assert main(argv) == 2
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -61,7 +51,7 @@ def _saved_lab() -> None:
 def test_graph_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _saved_lab()
     out = tmp_path / "fabric.png"
-    assert run(["lab", "graph", str(out), "--name", LAB]) == 0
+    assert main(["lab", "graph", str(out), "--name", LAB]) == 0
     data = out.read_bytes()
     assert data.startswith(PNG_SIGNATURE)
     assert len(data) > 10_000  # a drawn fabric, not an empty canvas
@@ -71,7 +61,7 @@ def test_graph_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_graph_svg_draws_every_link_and_node(tmp_path: Path) -> None:
     _saved_lab()
     out = tmp_path / "fabric.svg"
-    assert run(["lab", "graph", str(out), "--name", LAB]) == 0
+    assert main(["lab", "graph", str(out), "--name", LAB]) == 0
     root = ET.parse(out).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     topo = preset("tiny")
