@@ -369,19 +369,16 @@ async def _transfer(
         out.t_stop = out.t_origin + cfg.duration
         injector = Lab(lab)
 
-        async def play() -> None:
-            for step in sorted(out.steps, key=lambda s: s.at):
-                await trio.sleep_until(_trio_at(out.t_origin + step.at))
-                t_before = time.monotonic()
-                # ip/nft (and a flap's sleeps) in a worker: the view and readers keep going
-                await trio.to_thread.run_sync(partial(sched.apply_step, injector, step))
-                out.played.append((step, t_before, time.monotonic()))
-                if not cfg.live:
-                    _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
+        def played(step: sched.Step, _result: object, t_before: float, t_after: float) -> None:
+            out.played.append((step, t_before, t_after))
+            if not cfg.live:
+                _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
 
         async with trio.open_nursery() as flows:
             done = trio.Event()
-            flows.start_soon(play)
+            flows.start_soon(
+                partial(sched.run_schedule, injector, out.steps, out.t_origin, on_step=played)
+            )
             if cfg.live:
                 flows.start_soon(poll_ports, state, lab, src, 0.25)
                 flows.start_soon(_live, run_live, state, console, done)
@@ -396,12 +393,6 @@ async def _transfer(
         out.tcp_tx_end = tcp_tx.find("end") or {}
         if out.mrc_rc != 0:
             _say(console, f"[red]mrc perf client exited {out.mrc_rc}[/]{cli.stderr_tail()}")
-
-
-def _trio_at(t_mono: float) -> float:
-    import trio
-
-    return trio.current_time() + (t_mono - time.monotonic())
 
 
 async def _live(run_live: Any, state: LiveState, console: Any, done: Any) -> None:

@@ -361,10 +361,11 @@ async def run_schedule(
     *,
     clock: Callable[[], float] = time.monotonic,
     run_sync: Callable[[Callable[[], object]], Awaitable[object]] | None = None,
-    on_step: Callable[[Step, object], None] | None = None,
+    on_step: Callable[[Step, object, float, float], None] | None = None,
 ) -> None:
     """Play steps at t_origin + step.at (clock() time); each fault runs in a worker thread so
-    the trio loop (receivers, live view) keeps going while `ip`/`nft` run."""
+    the trio loop (receivers, live view) keeps going while `ip`/`nft` run. ``on_step`` gets
+    the step, its result and the clock() times before and after it ran."""
     import trio
 
     if run_sync is None:
@@ -374,6 +375,7 @@ async def run_schedule(
 
     for step in sorted(steps, key=lambda s: s.at):
         await trio.sleep(max(0.0, t_origin + step.at - clock()))
+        t_before = clock()
         result = await run_sync(partial(apply_step, lab, step))
         if on_step is not None:
-            on_step(step, result)
+            on_step(step, result, t_before, clock())

@@ -242,7 +242,7 @@ async def test_run_schedule_plays_steps_on_time(autojump_clock: trio.testing.Moc
         t_origin,
         clock=trio.current_time,
         run_sync=direct,
-        on_step=lambda s, r: seen.append((s.action, r)),
+        on_step=lambda s, r, t0, t1: seen.append((s.action, r)),
     )
     assert [round(c[-1] - t_origin, 6) for c in lab.calls] == [1.5 * (i + 1) for i in range(9)]
     assert seen[0] == ("cut", "event cut")
