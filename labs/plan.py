@@ -312,10 +312,6 @@ def _ecn_rule(dev: str, lc: LinkClass) -> str:
 # -- rendering: what apply.py runs --------------------------------------------------------
 
 
-def ns_of(lab: str, op: Op) -> str:
-    return namespace(lab, op.node)
-
-
 def ip_line(lab: str, op: Op) -> str:
     """The ``ip -b`` line of an op (run with ``ip -n <ns> -b``)."""
     if isinstance(op, Veth):

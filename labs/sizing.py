@@ -356,13 +356,6 @@ def _clos(
     )
 
 
-def _default_tiers(tiers: int | None, hosts: int | None, full: int) -> int | None:
-    # Explicit tiers win; a host count asks for the fewest tiers; otherwise a full fabric.
-    if tiers is not None:
-        return tiers
-    return full if hosts is None else None
-
-
 def _check_radix(radix: int) -> None:
     # k/2 down and k/2 up: an odd radix wastes a port, and k < 4 never grows past 2 hosts.
     if radix < 4 or radix % 2:

@@ -148,9 +148,6 @@ class Topology:
             raise TopologyError(f"no link {name!r} (links are named like 'h0:t0-p0-0')")
         return found
 
-    def link_between(self, a: str, b: str) -> Link:
-        return self.link(f"{a}:{b}")
-
     def link_class(self, link: Link) -> LinkClass:
         return self.host_link if link.kind == "host-t0" else self.fabric_link
 

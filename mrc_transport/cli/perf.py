@@ -17,9 +17,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mrc_transport.cli.main import UsageError
+
+if TYPE_CHECKING:
+    from mrc_transport.io.paths import PathProvider
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}  # iperf3: K = 1024
@@ -217,7 +220,7 @@ def rate(nbytes: float, seconds: float) -> float:
 # ------------------------------------------------------------------ shared setup
 
 
-def _provider(args: argparse.Namespace) -> Any:
+def _provider(args: argparse.Namespace) -> PathProvider:
     from mrc_transport.io.paths import (
         LabPaths,
         PathError,
