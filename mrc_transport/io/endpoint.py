@@ -12,7 +12,7 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
   or closed), whichever comes first. It never spins.
 - the transmit task only runs when the kernel pushed back (the raw socket's buffer or a
-  port's queue is full): it waits and flushes the backlog in order.
+  port's queue is full): it waits and flushes the backlogs, each port's in order.
 
 One pump = ``handle_timer`` if due -> route events to connection handles -> one burst of
 ``datagrams_to_send`` (at most ``IO_MAX_BURST`` data packets per connection) -> encode ->
@@ -25,8 +25,11 @@ rate (``Config.nic_rate_bps``), as a NIC would send them. Time is ``time.monoton
 
 Backpressure is not loss: a raw send into a full local port queue (tbf) fails with
 ENOBUFS (IPV6_RECVERR is set, else the kernel drops it silently), and that packet and
-the rest of the burst wait in the backlog and are retried after a few packet times; the
-core gets no new burst meanwhile. ENETUNREACH (a port that is down) is told to the core
+every later one for the same port wait in that port's backlog and are retried after a
+few packet times. The core hears the port is busy (``Endpoint.port_busy``) and sprays on
+the other ports meanwhile, paced at their rate; only when every port is busy (or the
+socket buffer is full) does it get no new burst. A port shared with other traffic thus
+costs the connection that port's lost share, not the same share of every port. ENETUNREACH (a port that is down) is told to the core
 (``send_failed``), which retires that port's EVs and resends the packet on another plane.
 
 Graceful shutdown: ``aclose(grace)`` closes every connection and waits for their ends
@@ -58,6 +61,8 @@ from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
+Queued = tuple[bytes, bytes, Transmit]
+"""A packet on its way out: its bytes, its first hop's address, what it encodes."""
 ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
 RECV_BURST = 256  # datagrams per receive call
 DRAIN_BURSTS = 8  # receive calls that may run back to back before a pump (ours)
@@ -207,9 +212,11 @@ class MrcEndpoint:
         self.sent = 0
         self.backlog_drops = 0
         self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader, bytes]] = {}
-        self._backlog: collections.deque[tuple[bytes, bytes, Transmit]] = collections.deque()
+        self._backlog: dict[int, collections.deque[Queued]] = {}
+        """Per local port (plane): packets waiting for its full queue to drain."""
+        self._queued = 0
         self._backlog_lot = trio.lowlevel.ParkingLot()
-        self._pushed_back = False
+        self._sock_full = False
         self._wait_scope = trio.CancelScope()
         self._kicked = False
         self._want_send = False
@@ -325,7 +332,7 @@ class MrcEndpoint:
         """Trio deadline of the next thing to do without a packet arriving."""
         t = self.core.get_timer()
         deadline = math.inf if t is None else t
-        if self._want_send and not self._backlog:
+        if self._want_send and self._can_send():
             deadline = min(deadline, self._pace_at)
         if deadline == math.inf:
             return math.inf
@@ -335,13 +342,13 @@ class MrcEndpoint:
     async def _tx_loop(self) -> None:
         assert self._tx is not None
         while True:
-            while not self._backlog:
+            while not self._queued:
                 await self._backlog_lot.park()
-            if self._pushed_back:
+            if self._sock_full:
+                await trio.lowlevel.wait_writable(self._tx)
+            else:
                 # ENOBUFS: a port's queue is full; the socket is writable all along
                 await trio.sleep(self._backoff())
-            else:
-                await trio.lowlevel.wait_writable(self._tx)
             self._flush_backlog()
 
     def _backoff(self) -> float:
@@ -356,10 +363,8 @@ class MrcEndpoint:
         if t is not None and t <= now:
             core.handle_timer(now)
         self._dispatch()
-        if self._backlog:  # the kernel pushed back: no new burst until it drained
-            self._want_send = True
-            return False
-        if now < self._pace_at:
+        if not self._can_send() or now < self._pace_at:
+            # the kernel pushed back on every port, or the pacer holds the next burst
             self._want_send = True
             return False
         out = core.datagrams_to_send(now)
@@ -367,10 +372,14 @@ class MrcEndpoint:
         if not out:
             return False
         nbytes = self._transmit(out)
-        # pacing (ours): the NIC rate over all planes; a burst may run ahead by a few
-        # packets per port or one timer tick, since a shorter wait is not possible
-        slack = max(PACE_BURST * len(self._plane_set) * self.cfg.mss * self._byte_time, TIMER_TICK)
-        self._pace_at = max(self._pace_at, now - slack) + nbytes * self._byte_time
+        # pacing (ours): the NIC rate over the ports that are not busy; a burst may run
+        # ahead by a few packets per port or one timer tick, since a shorter wait is not
+        # possible
+        ports = len(self._plane_set)
+        free = max(ports - len(self.core.ports_busy), 1)
+        byte_time = self._byte_time * max(ports, 1) / free
+        slack = max(PACE_BURST * ports * self.cfg.mss * self._byte_time, TIMER_TICK)
+        self._pace_at = max(self._pace_at, now - slack) + nbytes * byte_time
         self._want_send = len(out) >= self.cfg.max_burst
         return self._want_send and now >= self._pace_at
 
@@ -414,75 +423,86 @@ class MrcEndpoint:
     def _transmit(self, out: list[Transmit]) -> int:
         """Encode and send one burst; returns its bytes on the wire."""
         encode, header = wire.encode, self._header
-        pkts: list[bytes] = []
-        addrs: list[tuple[bytes, int]] = []
+        items: list[Queued] = []
         for tx in out:
             ph, first_hop = header(tx)
-            pkts.append(encode(ph, tx.header, tx.payload))
-            addrs.append((first_hop, 0))
-        self.sent += len(pkts)
-        if self._backlog:
-            self._queue(pkts, addrs, out, 0)
-        else:
-            self._send(pkts, addrs, out)
-        return sum(map(len, pkts))
+            items.append((encode(ph, tx.header, tx.payload), first_hop, tx))
+        self.sent += len(items)
+        self._send(items)
+        return sum(len(it[0]) for it in items)
 
-    def _send(
-        self, pkts: list[bytes], addrs: list[tuple[bytes, int]], txs: Sequence[Transmit]
-    ) -> None:
-        """Send in order; ``txs[i]`` is the Transmit that ``pkts[i]`` encodes."""
+    def _can_send(self) -> bool:
+        """Whether a new burst can leave: the socket takes packets and some port that
+        the connections use has no backlog."""
+        if self._sock_full:
+            return False
+        return not self._backlog or any(p not in self._backlog for p in self._plane_set)
+
+    def _send(self, items: list[Queued]) -> None:
+        """Send in order; a packet whose port has a backlog joins it (order per port)."""
         assert self._tx is not None
-        buf = b"".join(pkts)
-        offsets = list(itertools.accumulate(map(len, pkts), initial=0))
-        i, n = 0, len(pkts)
-        while i < n:
+        todo = [it for it in items if not self._hold(it)]
+        while todo:
+            buf = b"".join(it[0] for it in todo)
+            offsets = list(itertools.accumulate((len(it[0]) for it in todo), initial=0))
             try:
-                k = batchio.send_batch(self._tx, buf, offsets[i:], addrs[i:])
+                k = batchio.send_batch(self._tx, buf, offsets, [(it[1], 0) for it in todo])
             except OSError as exc:
-                name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
-                self.send_errors[name] += 1
-                if exc.errno == errno.ENOBUFS:
-                    # a full local port queue is backpressure, not path loss: retry later
-                    self._pushed_back = True
-                    self._queue(pkts, addrs, txs, i)
-                    return
-                if exc.errno in PORT_DOWN:
-                    # our port is down: certain, so the core moves off it and resends now
-                    self.core.send_failed(txs[i], self.clock())
-                    self.kick()
-                i += 1
+                self._refused(todo[0], exc)
+                todo = [it for it in todo[1:] if not self._hold(it)]
                 continue
-            if k == 0:
-                self._pushed_back = False
-                self._queue(pkts, addrs, txs, i)
+            if k == 0:  # the socket buffer is full: every port waits until it is writable
+                self._sock_full = True
+                todo = [it for it in todo if not self._hold(it)]
+                assert not todo
                 return
-            i += k
+            todo = todo[k:]
 
-    def _queue(
-        self,
-        pkts: list[bytes],
-        addrs: list[tuple[bytes, int]],
-        txs: Sequence[Transmit],
-        start: int,
-    ) -> None:
+    def _refused(self, item: Queued, exc: OSError) -> None:
+        """The kernel refused ``item``'s packet (the first of a send call)."""
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        self.send_errors[name] += 1
+        if exc.errno == errno.ENOBUFS:
+            # a full local port queue is backpressure, not path loss: that port waits
+            # and the other ports go on (IPV6_RECVERR reports it per packet)
+            self._enqueue(item)
+        elif exc.errno in PORT_DOWN:
+            # our port is down: certain, so the core moves off it and resends now
+            self.core.send_failed(item[2], self.clock())
+            self.kick()
+
+    def _hold(self, item: Queued) -> bool:
+        """Queue ``item`` if its port has a backlog or the socket is full."""
+        if self._sock_full or self._backlog.get(item[2].path.plane):
+            self._enqueue(item)
+            return True
+        return False
+
+    def _enqueue(self, item: Queued) -> None:
         # The Transmit travels with its bytes: a port that goes down while they wait must
         # still be reported to the core (send_failed), not found later as a loss.
-        for j in range(start, len(pkts)):
-            if len(self._backlog) >= MAX_BACKLOG:
-                self.backlog_drops += 1
-                continue
-            self._backlog.append((pkts[j], addrs[j][0], txs[j]))
+        if self._queued >= MAX_BACKLOG:
+            self.backlog_drops += 1
+            return
+        plane = item[2].path.plane
+        q = self._backlog.get(plane)
+        if q is None:
+            q = self._backlog[plane] = collections.deque()
+            self.core.port_busy(plane, True)
+        q.append(item)
+        self._queued += 1
         self._backlog_lot.unpark_all()
 
     def _flush_backlog(self) -> None:
-        items = list(self._backlog)
-        self._backlog.clear()
-        self._pushed_back = False
-        self._send(
-            [p for p, _, _ in items], [(a, 0) for _, a, _ in items], [tx for _, _, tx in items]
-        )
-        if not self._backlog:
-            self.kick()  # the core may send again
+        backlog, self._backlog = self._backlog, {}
+        self._queued = 0
+        self._sock_full = False
+        items: list[Queued] = []
+        for plane, q in backlog.items():
+            self.core.port_busy(plane, False)
+            items.extend(q)
+        self._send(items)
+        self.kick()  # a port is free again: the core may send
 
     def counters(self) -> dict[str, object]:
         """Endpoint-level counters, for reports."""

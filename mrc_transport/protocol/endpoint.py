@@ -36,6 +36,9 @@ class Endpoint:
         self._by_peer: dict[int, Connection] = {}
         self.counters = EndpointCounters()
         self._next_reader = 0
+        self.ports_busy: set[int] = set()
+        """Planes whose local port queue is full (``port_busy``); shared with every
+        connection's EV set, since the host's ports are."""
 
     def _new_id(self) -> int:
         while True:
@@ -48,10 +51,24 @@ class Endpoint:
 
     def connect(self, paths: Sequence[SrPath], now: float) -> Connection:
         """Open a connection over ``paths``; SETUP goes out with the next send."""
-        conn = Connection(self.cfg, paths, self._child_rng(), self._new_id(), now)
+        return self._add(Connection(self.cfg, paths, self._child_rng(), self._new_id(), now))
+
+    def _add(self, conn: Connection) -> Connection:
+        conn.evs.ports_busy = self.ports_busy
         self.connections[conn.conn] = conn
         self.counters.connections += 1
         return conn
+
+    def port_busy(self, plane: int, busy: bool) -> None:
+        """The IO layer's word that the local port of ``plane`` has a full queue (True:
+        it refused a packet with ENOBUFS) or drained (False). Every connection then
+        sprays on the other planes while one is free, as a NIC serves each port's queue
+        at that port's rate; the paper's EV SKIP on ECN echo does the same for a busy
+        path further on."""
+        if busy:
+            self.ports_busy.add(plane)
+        else:
+            self.ports_busy.discard(plane)
 
     def receive(self, packet: frames.Packet, now: float) -> None:
         """Hand one packet to its connection; unknown connections are counted, dropped."""
@@ -74,10 +91,10 @@ class Endpoint:
         if not paths or h.common.opcode is not frames.Opcode.SETUP:
             self.counters.setup_refused += 1
             return
-        conn = Connection(self.cfg, paths, self._child_rng(), self._new_id(), now, peer_setup=h)
-        self.connections[conn.conn] = conn
+        conn = self._add(
+            Connection(self.cfg, paths, self._child_rng(), self._new_id(), now, peer_setup=h)
+        )
         self._by_peer[h.common.src_conn] = conn
-        self.counters.connections += 1
 
     def send_failed(self, tx: Transmit, now: float) -> None:
         """The local stack refused ``tx`` at once (ENETUNREACH, EHOSTUNREACH, ENETDOWN):

@@ -206,6 +206,11 @@ class EvSet:
         """Smoothed RTT (the sender keeps both up to date)."""
         self.ports_down: dict[int, float] = {}
         """Planes whose local port refused a send -> when to probe that port next."""
+        self.ports_busy: set[int] = set()
+        """Planes whose local port queue is full right now (the IO layer says so through
+        ``Endpoint.port_busy``; one set shared by every connection of the host). Spraying
+        leaves them out while another plane is free, as a multi-port NIC serves each
+        port's queue at that port's own rate (ours; see ``usable_planes``)."""
         self.peer_plane = {p.dst.packed: p.plane for p in self.paths}
         """The peer's address on each plane -> that plane: a packet's source names the
         plane it came over."""
@@ -492,6 +497,21 @@ class EvSet:
         pool = [e for e in self.by_value.values() if e.state is not EvState.DENIED]
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
+
+    def usable_planes(self) -> list[int]:
+        """Planes with usable EVs whose local port is not busy; if every such plane is
+        busy, all planes with usable EVs (the IO layer queues per port, nothing is lost).
+
+        Without this, a port shared with other traffic (the demo's TCP flow) drains
+        slower than the others, and spraying by EV count makes every port wait for it:
+        the connection got 4 x the shared port's leftover rate instead of the sum of the
+        ports' leftover rates (measured in the failover demo; ours)."""
+        usable = self._plane_usable
+        planes = [p for p in self.planes if usable[p]]
+        busy = self.ports_busy
+        if not busy:
+            return planes
+        return [p for p in planes if p not in busy] or planes
 
     def usable_in(self, plane: int) -> list[Ev]:
         """The usable EVs of ``plane`` (the caller must not change the list)."""

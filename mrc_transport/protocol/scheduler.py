@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Collection
 from typing import ClassVar
 
 from .ev import Ev, EvSet, EvState
@@ -72,11 +73,18 @@ class RandomScheduler(Scheduler):
         return ev
 
     def _plane(self, evs: EvSet) -> list[Ev]:
-        """The usable EVs of the next plane (smooth weighted round robin, as nginx)."""
+        """The usable EVs of the next plane (smooth weighted round robin, as nginx),
+        leaving out planes whose local port is busy while another one is free."""
+        mine = self._turn(evs, evs.ports_busy)
+        if not mine and evs.ports_busy:
+            mine = self._turn(evs, ())
+        return mine
+
+    def _turn(self, evs: EvSet, busy: Collection[int]) -> list[Ev]:
         credit, best, best_credit, total = self._credit, -1, 0, 0
         for plane in evs.planes:
             weight = len(evs.usable_in(plane))
-            if not weight:
+            if not weight or plane in busy:
                 continue
             total += weight
             c = credit[plane] = credit.get(plane, 0) + weight
@@ -101,12 +109,13 @@ class RoundRobinScheduler(Scheduler):
         n = len(evs.usable)
         if n == 0:
             return evs.fallback()
-        self._i = (self._i + 1) % n
-        ev = evs.usable[self._i]
-        if ev is avoid and n > 1:
+        planes = evs.usable_planes() if evs.ports_busy else None
+        for _ in range(n):
             self._i = (self._i + 1) % n
             ev = evs.usable[self._i]
-        return ev
+            if (ev is not avoid or n == 1) and (planes is None or ev.plane in planes):
+                return ev
+        return evs.usable[self._i]
 
 
 class RepsScheduler(RandomScheduler):
@@ -119,9 +128,11 @@ class RepsScheduler(RandomScheduler):
         self._clean: deque[Ev] = deque(maxlen=256)
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
+        busy = evs.ports_busy
         while self._clean:
             ev = self._clean.popleft()
-            if ev.state is EvState.GOOD and ev.value in evs.usable_values() and ev is not avoid:
+            usable = ev.state is EvState.GOOD and ev.value in evs.usable_values()
+            if usable and ev is not avoid and ev.plane not in busy:
                 return ev
         return super().pick(evs, avoid)
 

@@ -381,8 +381,9 @@ class Sender:
         """The plane with usable EVs and the lowest smoothed RTT: a resend fills the
         receiver's hole soonest there (ours; None before any plane has a sample)."""
         best, best_rtt = None, math.inf
+        ok = self.evs.usable_planes()  # not a plane whose local port is busy
         for plane, pr in self.planes.items():
-            if pr.srtt is not None and pr.srtt < best_rtt and self.evs.usable_in(plane):
+            if pr.srtt is not None and pr.srtt < best_rtt and plane in ok:
                 best, best_rtt = plane, pr.srtt
         return best
 

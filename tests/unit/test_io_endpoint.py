@@ -34,11 +34,12 @@ PEER = 0x5EE5
 
 
 class FakeWire:
-    """``batchio.send_batch`` into a port queue of ``room`` packets and a set of dead
-    source addresses (ports that are down)."""
+    """``batchio.send_batch`` into port queues that take ``room`` more packets in all,
+    a set of full ports and a set of dead ports (by source address)."""
 
     def __init__(self) -> None:
         self.room = math.inf
+        self.full: set[bytes] = set()
         self.dead: set[bytes] = set()
         self.sent: list[bytes] = []
         self.calls: list[int] = []
@@ -63,7 +64,7 @@ class FakeWire:
             code = (
                 errno.ENETUNREACH
                 if pkt[8:24] in self.dead
-                else (errno.ENOBUFS if self.room <= 0 else 0)
+                else (errno.ENOBUFS if self.room <= 0 or pkt[8:24] in self.full else 0)
             )
             if code:
                 if n:
@@ -145,6 +146,16 @@ def ok_in_order(psns: list[int], conn: Connection) -> bool:
     return psns == list(range(first, first + len(psns)))
 
 
+def in_order_per_port(sent: Sequence[bytes]) -> bool:
+    """Every port's data packets left in PSN order (the backlogs keep order per port)."""
+    by_port: dict[bytes, list[int]] = {}
+    for pkt in sent:
+        h = wire.decode_untrusted(pkt).header
+        if isinstance(h, frames.DataHeader):
+            by_port.setdefault(pkt[8:24], []).append(h.psn)
+    return all(psns == sorted(psns) for psns in by_port.values())
+
+
 # -- pure helpers ---------------------------------------------------------------------------
 def test_io_config_caps_the_burst_and_sets_a_host_delay() -> None:
     cfg = io_config(Config())
@@ -215,8 +226,10 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     fake.room = 5
     ep.pump(clock.now)
     assert len(fake.sent) == 5
-    assert ep.send_errors == {"ENOBUFS": 1}
-    assert len(ep._backlog) == 16 - 5
+    # each of the two ports refused one packet; the rest of the burst waits behind it
+    assert ep.send_errors == {"ENOBUFS": 2}
+    assert ep._queued == 16 - 5
+    assert ep.core.ports_busy == {0, 1}
     snd_nxt = conn.sender.snd_nxt
     for _ in range(3):  # no new burst while the kernel pushes back
         clock.now += 1e-3
@@ -226,18 +239,49 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     fake.room = 3
     ep._flush_backlog()  # the retry after the backoff: three more, then full again
     assert len(fake.sent) == 8
-    assert len(ep._backlog) == 8
+    assert ep._queued == 8
     fake.room = math.inf
     ep._kicked = False
     ep._flush_backlog()
     assert not ep._backlog
+    assert not ep.core.ports_busy
     assert ep._kicked  # the core may send again
     while ep.pump(clock.now) or conn.sender.pending:
         clock.now += 1e-3
     psns = data_psns(fake.sent)
-    assert len(psns) == 40
-    assert ok_in_order(psns, conn)
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 40))
+    assert in_order_per_port(fake.sent)
     assert refused == []
+    assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
+
+
+def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: socket.socket) -> None:
+    """One port's queue is full (shared with other traffic): its packets wait in its own
+    backlog, in order, and new bursts go to the other plane until it drains."""
+    ep, conn, clock = endpoint(udp)
+    ep.pump(clock.now)  # the SETUP
+    fake.sent.clear()
+    busy = conn.evs.paths[0]
+    fake.full.add(busy.src.packed)
+    ep.handles[conn.conn].send(bytes(80 * MSS))
+    for _ in range(3):
+        clock.now += 1e-3
+        assert ep.pump(clock.now) is True  # a free port: the core may send more now
+    assert ep.core.ports_busy == {busy.plane}
+    assert ep.send_errors == {"ENOBUFS": 1}
+    assert busy.src.packed not in {p[8:24] for p in fake.sent}
+    held = [wire.decode_untrusted(q[0]).header for q in ep._backlog[busy.plane]]
+    assert 0 < len(held) < 16  # only the first burst sprayed onto the busy port
+    assert len(data_psns(fake.sent)) == 3 * 16 - len(held)
+    fake.full.clear()
+    ep._flush_backlog()
+    assert not ep._backlog
+    assert not ep.core.ports_busy
+    while ep.pump(clock.now) or conn.sender.pending:
+        clock.now += 1e-3
+    psns = data_psns(fake.sent)
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 80))
+    assert in_order_per_port(fake.sent)
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
 
 
@@ -306,6 +350,14 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
     rate = 1e8
     ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=trio.current_time)
+    bursts: list[int] = []
+    transmit = ep._transmit
+
+    def spy(out: list[Transmit]) -> int:
+        bursts.append(len(out))
+        return transmit(out)
+
+    ep._transmit = spy  # type: ignore[method-assign]
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
         handle = ep.connect(paths(2, 2))
@@ -337,10 +389,11 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
         ep.stop()
         nursery.cancel_scope.cancel()
     psns = data_psns(fake.sent)
-    assert ok_in_order(psns, conn)
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + n))
+    assert in_order_per_port(fake.sent)
     assert ep.send_errors["ENOBUFS"] > 0
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
-    assert max(fake.calls) <= IO_MAX_BURST + 2  # bursts of 16 data packets (+ control)
+    assert max(bursts) <= IO_MAX_BURST + 2  # bursts of 16 data packets (+ control)
     # 4 packets per ms after the first 40: the port's drain rate, not the NIC's
     assert elapsed == pytest.approx((n - 40) / 4 * 1e-3, rel=0.1)
     rx.close()
@@ -435,7 +488,7 @@ def test_a_refused_send_from_the_backlog_is_told_to_the_core(
     ep.handles[conn.conn].send(bytes(16 * MSS))
     fake.room = 0
     ep.pump(clock.now)
-    assert len(ep._backlog) == 16
+    assert ep._queued == 16
     fake.room = math.inf
     fake.dead.add(conn.evs.paths[-1].src.packed)  # the port goes down meanwhile
     ep._flush_backlog()

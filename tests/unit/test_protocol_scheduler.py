@@ -215,3 +215,38 @@ def test_unknown_scheduler_is_a_clear_error() -> None:
         r"'rr'\]",
     ):
         make_scheduler("spray", random.Random(1))
+
+
+# -- a busy local port (the IO layer's backpressure) ----------------------------------------
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_a_busy_port_gets_nothing_while_another_is_free(name: str) -> None:
+    evs = evset(planes=3)
+    sched = make_scheduler(name, random.Random(4))
+    for ev in evs.usable_in(1)[:4]:
+        sched.on_clean_ack(ev)  # reps would recycle these first
+    evs.ports_busy.add(1)
+    got = Counter(sched.pick(evs).plane for _ in range(300))
+    assert got[1] == 0
+    assert got[0] > 100
+    assert got[2] > 100
+    evs.ports_busy.discard(1)
+    assert {sched.pick(evs).plane for _ in range(30)} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_every_port_busy_sprays_as_usual(name: str) -> None:
+    """The IO layer queues per port: nothing is lost by picking a busy one."""
+    evs = evset(planes=2)
+    evs.ports_busy.update({0, 1})
+    sched = make_scheduler(name, random.Random(5))
+    assert Counter(sched.pick(evs).plane for _ in range(64)) == {0: 32, 1: 32}
+
+
+def test_usable_planes_leave_out_busy_ports_and_empty_planes() -> None:
+    evs = evset(planes=3)
+    deny(evs, 2, PER_PLANE)
+    assert evs.usable_planes() == [0, 1]
+    evs.ports_busy.add(0)
+    assert evs.usable_planes() == [1]
+    evs.ports_busy.add(1)
+    assert evs.usable_planes() == [0, 1]
