@@ -179,3 +179,29 @@ int mrc_send_batch(int fd, const char *buf, const uint32_t *offsets, uint32_t co
 int mrc_recv_batch(int fd, char *buf, size_t slot_size, uint32_t count, uint32_t *lens,
                    uint8_t *truncated, char *names, uint32_t name_size, uint32_t *namelens,
                    int flags);
+
+/* ---- csrc/mrc_io.c: endpoint socket IO in bursts ---------------------------------- */
+
+/* One received datagram and what the kernel told about its IPv6 header (44 bytes, no
+ * padding: batchio.py reads an array of these with struct "=IBBHI16s16s"). */
+struct mrc_rx_meta {
+    uint32_t len;            /* datagram length (bytes written to its slot) */
+    uint8_t truncated;       /* 1 when the datagram was larger than its slot */
+    uint8_t tclass;          /* IPV6_TCLASS: DSCP << 2 | ECN */
+    uint16_t sport;          /* source port, host order */
+    uint32_t flow_label;     /* IPV6_FLOWINFO: 20-bit flow label */
+    uint8_t src[16];         /* source address */
+    uint8_t dst[16];         /* IPV6_PKTINFO: destination as it arrived */
+};
+
+/* recvmmsg(2) of up to count datagrams, non-blocking, datagram i into buf[i * slot_size]
+ * and its record into meta[i] (fields the cmsgs did not carry are 0). Returns the number
+ * received (0 when none is waiting) or -errno. */
+int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
+                  struct mrc_rx_meta *meta, int flags);
+
+/* sendmmsg(2) of count complete IPv6 packets buf[offsets[i]:offsets[i+1]] through an
+ * IPPROTO_RAW socket, non-blocking, each to its own header's destination address.
+ * Returns the number sent (0 when the socket would block) or -errno (-EINVAL, before
+ * sending anything, when a packet is shorter than an IPv6 header). */
+int mrc_send_raw6(int fd, const char *buf, const uint32_t *offsets, uint32_t count, int flags);

@@ -21,11 +21,15 @@ so does a missing C extension. ``BACKEND`` says which one is in use.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import socket
+import struct
 from collections.abc import Sequence
 from typing import Any
+
+from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
 
 Buffer = bytes | bytearray | memoryview
 Destination = tuple[bytes, int]
@@ -36,6 +40,13 @@ ReceivedFrom = tuple[int, int, bytes, int]
 """(offset, length, 16-byte source address, source port) of one datagram."""
 
 SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
+IPV6_DST = slice(24, 40)  # destination address in a fixed IPv6 header (RFC 8200 section 3)
+RX_META = struct.Struct("=IBBHI16s16s")
+"""struct mrc_rx_meta (csrc/mrc_fast.h): length, truncated, tclass, sport, flow label,
+source, destination."""
+RxMeta = tuple[int, int, int, int, int, bytes, bytes]
+"""(length, truncated, traffic class, source port, flow label, 16-byte source, 16-byte
+destination) of one datagram, as ``RX_META`` unpacks it."""
 
 
 def _load() -> tuple[Any, Any]:
@@ -151,6 +162,66 @@ def py_recv_batch_from(
     return _py_recv(sock, buf, max_pkts, slot_size, True)
 
 
+def py_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> int:
+    """Send complete IPv6 packets ``buf[offsets[i]:offsets[i + 1]]`` through a raw
+    (IPPROTO_RAW) socket, each to its own header's destination; return how many went out."""
+    count = _check_batch(buf, offsets, None)
+    view = memoryview(buf)
+    if any(offsets[i + 1] - offsets[i] < IPV6_DST.stop for i in range(count)):
+        raise ValueError("a packet is shorter than an IPv6 header")
+    for i in range(count):
+        data = view[offsets[i] : offsets[i + 1]]
+        host = socket.inet_ntop(socket.AF_INET6, data[IPV6_DST])
+        try:
+            sock.sendto(data, socket.MSG_DONTWAIT, (host, 0))
+        except (BlockingIOError, InterruptedError):
+            return i
+        except OSError:
+            if i:
+                return i
+            raise
+    return count
+
+
+class PyBurstReceiver:
+    """Receives the datagrams waiting on a UDP socket, up to ``max_pkts`` per call:
+    datagram i into ``view[i * slot_size:]``, with the path information of its IPv6
+    header from the control messages ``sockets.open_rx`` asks for (``RxMeta``).
+
+    The slots are reused by the next call: copy what must outlive it. The pure-Python
+    twin does one ``recvmsg_into`` per datagram; ``CBurstReceiver`` one ``recvmmsg`` per
+    64 and parses the control messages in C (csrc/mrc_io.c).
+    """
+
+    def __init__(self, max_pkts: int, slot_size: int) -> None:
+        if max_pkts <= 0 or slot_size <= 0:
+            raise ValueError("max_pkts and slot_size must be > 0")
+        self.max_pkts, self.slot_size = max_pkts, slot_size
+        self.buf = bytearray(max_pkts * slot_size)
+        self.view = memoryview(self.buf)
+
+    def recv(self, sock: socket.socket) -> list[RxMeta]:
+        """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
+        view, slot = self.view, self.slot_size
+        out: list[RxMeta] = []
+        for i in range(self.max_pkts):
+            try:
+                n, anc, flags, addr = sock.recvmsg_into(
+                    [view[i * slot : (i + 1) * slot]], ANC_SIZE, socket.MSG_DONTWAIT
+                )
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                if out:
+                    break
+                raise
+            dst, tclass, flow = parse_cmsgs(anc)
+            src = socket.inet_pton(socket.AF_INET6, addr[0].partition("%")[0])
+            truncated = 1 if flags & socket.MSG_TRUNC else 0
+            out.append((n, truncated, tclass, addr[1], flow, src, dst or bytes(16)))
+        return out
+
+
 # ------------------------------------------------------------------ C (sendmmsg/recvmmsg)
 
 
@@ -240,7 +311,48 @@ def c_recv_batch_from(
     return _c_recv(sock, buf, max_pkts, slot_size, True)
 
 
+def c_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> int:
+    """``py_send_raw6`` with one ``sendmmsg`` per 64 packets (csrc/mrc_io.c)."""
+    _require_c()
+    count = _check_batch(buf, offsets, None)
+    if count == 0:
+        return 0
+    rc = _lib.mrc_send_raw6(
+        sock.fileno(), _ffi.from_buffer(buf), _ffi.new("uint32_t[]", offsets), count, 0
+    )
+    if rc == -errno.EINVAL:
+        raise ValueError("a packet is shorter than an IPv6 header")
+    if rc < 0:
+        _raise_errno(rc)
+    return int(rc)
+
+
+class CBurstReceiver(PyBurstReceiver):
+    """``PyBurstReceiver`` with one ``recvmmsg`` per 64 datagrams; the records come back
+    as one C array that ``RX_META`` unpacks in one call (csrc/mrc_io.c)."""
+
+    def __init__(self, max_pkts: int, slot_size: int) -> None:
+        _require_c()
+        super().__init__(max_pkts, slot_size)
+        if _ffi.sizeof("struct mrc_rx_meta") != RX_META.size:
+            raise RuntimeError("struct mrc_rx_meta and RX_META disagree")
+        self._meta = _ffi.new("struct mrc_rx_meta[]", max_pkts)
+        self._meta_view = memoryview(_ffi.buffer(self._meta))
+        self._c_buf = _ffi.from_buffer(self.buf, require_writable=True)
+
+    def recv(self, sock: socket.socket) -> list[RxMeta]:
+        rc = _lib.mrc_recv_meta(
+            sock.fileno(), self._c_buf, self.slot_size, self.max_pkts, self._meta, 0
+        )
+        if rc < 0:
+            _raise_errno(rc)
+        return list(RX_META.iter_unpack(self._meta_view[: rc * RX_META.size]))
+
+
+BurstReceiver: type[PyBurstReceiver]
 if BACKEND == "c":
     send_batch, recv_batch, recv_batch_from = c_send_batch, c_recv_batch, c_recv_batch_from
+    send_raw6, BurstReceiver = c_send_raw6, CBurstReceiver
 else:
     send_batch, recv_batch, recv_batch_from = py_send_batch, py_recv_batch, py_recv_batch_from
+    send_raw6, BurstReceiver = py_send_raw6, PyBurstReceiver

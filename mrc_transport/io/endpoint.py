@@ -54,7 +54,7 @@ import trio
 
 from mrc_transport import wire
 from mrc_transport.io import batchio
-from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx, recv_datagrams
+from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
 from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
 from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_PORT, PathHeader
@@ -65,6 +65,7 @@ Queued = tuple[bytes, bytes, Transmit]
 """A packet on its way out: its bytes, its first hop's address, what it encodes."""
 ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
 RECV_BURST = 256  # datagrams per receive call
+RX_SLOT_MIN = 1500 - IPV6_HEADER_LEN  # receive slot of a host whose MTUs we cannot read
 DRAIN_BURSTS = 8  # receive calls that may run back to back before a pump (ours)
 IO_MAX_BURST = 16  # data packets per connection per pump (Config.max_burst; ours: ~1 ms of
 # encode + send at the lab's measured ~50 us per 9 KB packet, so timestamps stay honest)
@@ -97,6 +98,13 @@ def default_mss(encoding: Encoding, mtus: dict[str, int] | None = None) -> int:
     if encoding == "srh":
         overhead += SRH_ALLOWANCE
     return max(256, mtu - overhead)
+
+
+def rx_slot_size(mtus: dict[str, int] | None = None) -> int:
+    """Receive slot per datagram: the largest UDP payload any interface here can carry
+    (the kernel strips IPv6 and SRH); a larger one arrives cut and is dropped."""
+    mtus = interface_mtus() if mtus is None else mtus
+    return max(max(mtus.values(), default=0) - IPV6_HEADER_LEN, RX_SLOT_MIN)
 
 
 def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int) -> PathHeader:
@@ -227,6 +235,7 @@ class MrcEndpoint:
         self._accept_send, self._accept_recv = trio.open_memory_channel[ConnHandle](math.inf)
         self._tx: socket.socket | None = None
         self._rx: socket.socket | None = None
+        self._rx_burst = batchio.BurstReceiver(RECV_BURST, rx_slot_size())
         self._trio_offset = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -304,29 +313,37 @@ class MrcEndpoint:
 
     def _receive_ready(self, rx: socket.socket) -> int:
         """Hand every datagram waiting (at most RECV_BURST) to the core; how many."""
-        batch = recv_datagrams(rx, RECV_BURST)
-        if not batch:
+        burst = self._rx_burst
+        metas = burst.recv(rx)
+        if not metas:
             return 0
         now = self.clock()
-        self.received += len(batch)
+        self.received += len(metas)
         port, core, bad = self.port, self.core, self.bad
         decode = wire.decode_datagram_untrusted
-        for d in batch:
+        view, slot = burst.view, burst.slot_size
+        off = -slot
+        for n, truncated, tclass, sport, flow, src, dst in metas:
+            off += slot
+            if truncated:  # larger than any MTU here: not a packet of ours
+                bad["oversize"] += 1
+                continue
             try:
+                # the slot is reused by the next burst: the decoder copies the payload
                 packet = decode(
-                    d.payload,
-                    src=d.src,
-                    dst=d.dst,
-                    sport=d.sport,
+                    view[off : off + n],
+                    src=src,
+                    dst=dst,
+                    sport=sport,
                     dport=port,
-                    tclass=d.tclass,
-                    flow_label=d.flow_label,
+                    tclass=tclass,
+                    flow_label=flow,
                 )
             except wire.BadPacket as exc:
                 bad[exc.reason] += 1
                 continue
             core.receive(packet, now)
-        return len(batch)
+        return len(metas)
 
     def _wait_deadline(self) -> float:
         """Trio deadline of the next thing to do without a packet arriving."""

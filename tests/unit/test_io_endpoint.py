@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 import trio
@@ -332,7 +332,8 @@ def test_bad_datagrams_are_counted_by_reason(
     bad_version = bytes([good[0] ^ 0xFF]) + good[1:]
     bad_opcode = good[:1] + b"\xee" + good[2:]
     batch = [datagram(x) for x in (b"\x01\x02", good[:20], bad_version, bad_opcode, good)]
-    monkeypatch.setattr(ep_mod, "recv_datagrams", lambda sock, limit: batch)
+    ep._rx_burst = fake_rx = FakeRx()
+    fake_rx.waiting = [(0.0, d) for d in batch]
     assert ep._receive_ready(udp) == 5
     assert ep.received == 5
     assert ep.bad == {"truncated": 2, "bad_version": 1, "unknown_opcode": 1}
@@ -400,17 +401,24 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     tx.close()
 
 
-class FakeRx:
-    """``recv_datagrams`` from a list of (time it arrives, datagram)."""
+class FakeRx(batchio.PyBurstReceiver):
+    """A ``BurstReceiver`` fed from a list of (time it arrives, datagram), not a socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = lambda: 0.0) -> None:
+        super().__init__(ep_mod.RECV_BURST, 2048)
+        self.clock = clock
         self.waiting: list[tuple[float, Datagram]] = []
 
-    def recv(self, sock: object, limit: int) -> list[Datagram]:
-        now = trio.current_time()
-        ready = [d for t, d in self.waiting if t <= now][:limit]
+    def recv(self, sock: object) -> list[batchio.RxMeta]:
+        now = self.clock()
+        ready = [d for t, d in self.waiting if t <= now][: self.max_pkts]
         self.waiting = [(t, d) for t, d in self.waiting if t > now or d not in ready]
-        return ready
+        out: list[batchio.RxMeta] = []
+        for i, d in enumerate(ready):
+            off = i * self.slot_size
+            self.view[off : off + len(d.payload)] = d.payload
+            out.append((len(d.payload), 0, d.tclass, d.sport, d.flow_label, d.src, d.dst))
+        return out
 
 
 async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_datagrams(
@@ -421,10 +429,10 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     monkeypatch.setattr(ep_mod, "open_tx", lambda: tx)
     monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
-    fake_rx = FakeRx()
-    monkeypatch.setattr(ep_mod, "recv_datagrams", fake_rx.recv)
+    fake_rx = FakeRx(trio.current_time)
     cfg = Config(mss=MSS, ev_count=8, ev_backup=0, cc="fixed", nic_rate_bps=1e12)
     ep = MrcEndpoint(cfg, rng=random.Random(1), clock=trio.current_time)
+    ep._rx_burst = fake_rx
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
         handle = ep.connect(paths(2, 2))
