@@ -14,9 +14,9 @@ part short:
 * a per-path template (IPv6 [+ SRH] + UDP header, built by C once per ``PathHeader``);
 * received ``PathHeader`` and ``Common`` objects are interned by their wire bytes: frozen
   dataclasses, so sharing them is safe, and a connection sees few distinct ones;
-* headers and packets are built by setting their slots directly (``_fast_init``), which is
-  what a frozen dataclass's ``__init__`` does minus its per-field ``object.__setattr__``
-  lookups (about 2.5x faster; used only for classes without ``__post_init__``).
+* headers and packets are built as a plain twin class with the same slots, then given
+  their frame class by ``__class__`` assignment (``_twin``): the same objects a frozen
+  dataclass's ``__init__`` builds, minus its per-field ``object.__setattr__`` calls.
 """
 
 from __future__ import annotations
@@ -130,31 +130,70 @@ _ROUTING_HEADER = 43
 _UDP_PORTS = struct.Struct("!HH")
 
 
-def _fast_init(cls: type[Any]) -> Callable[..., Any]:
-    """A constructor for frozen slotted dataclass ``cls`` that sets its slots directly.
+def _twin(cls: type[Any]) -> type[Any] | None:
+    """A plain class with the slot layout of frozen slotted dataclass ``cls``, or None.
 
-    Equivalent to ``cls(*fields)`` for classes without ``__post_init__`` (the frames);
-    for any other class it is just ``cls``.
+    A twin instance gets its slots by ordinary attribute stores (which CPython 3.11
+    specializes to a direct slot write), then becomes a ``cls`` by ``__class__`` assignment,
+    which CPython allows between classes of identical layout. The result is an ordinary
+    ``cls`` instance, field for field what ``cls(...)`` builds, without the frozen
+    ``__init__``'s one ``object.__setattr__`` call per field (about 4x faster for a
+    SackHeader). None for a class this does not fit (``__post_init__``, no slots, a base).
     """
-    if hasattr(cls, "__post_init__") or not hasattr(cls, "__slots__"):
-        return cls
-    names = [field.name for field in dataclasses.fields(cls)]
-    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    env.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
-    lines = [f"def init({', '.join(names)}):", "    self = _new(_cls)"]
-    lines += [f"    _set_{name}(self, {name})" for name in names]
-    lines.append("    return self")
+    slots = cls.__dict__.get("__slots__")
+    if slots is None or hasattr(cls, "__post_init__") or cls.__bases__ != (object,):
+        return None
+    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
+    probe: Any = object.__new__(twin)
+    try:
+        probe.__class__ = cls  # CPython refuses unless the layouts are identical
+    except TypeError:
+        return None
+    return twin
+
+
+def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
+    """``decode(path, common, buf, off) -> Packet`` for a header of class cls whose body
+    (layout ``body``, fields in dataclass order) starts at buf[off]; the payload follows."""
+    names = [field.name for field in dataclasses.fields(cls)][1:]
+    convert = {"reason": _NACK_REASONS} if cls is NackHeader else {}
+    header_twin, packet_twin = _twin(cls), _twin(Packet)
+    if header_twin is None or packet_twin is None:  # frames changed shape: the plain way
+
+        def plain(path: PathHeader, common: Common, buf: bytes, off: int) -> Packet:
+            values = dict(zip(names, body.unpack_from(buf, off), strict=True))
+            for name, table in convert.items():
+                values[name] = table[values[name]]
+            return Packet(path, cls(common, **values), buf[off + body.size :])
+
+        return plain
+    env: dict[str, Any] = {
+        "_new": object.__new__, "_unpack": body.unpack_from, "_cls": cls, "_Packet": Packet,
+        "_HeaderTwin": header_twin, "_PacketTwin": packet_twin,
+        **{f"_{name}s": table for name, table in convert.items()},
+    }  # fmt: skip
+    lines = [
+        "def decode(path, common, buf, off):",
+        "    h = _new(_HeaderTwin)",
+        "    h.common = common",
+        f"    {', '.join(f'h.{name}' for name in names)}, = _unpack(buf, off)",
+        *(f"    h.{name} = _{name}s[h.{name}]" for name in convert),
+        "    h.__class__ = _cls",
+        "    p = _new(_PacketTwin)",
+        "    p.path = path",
+        "    p.header = h",
+        f"    p.payload = buf[off + {body.size}:]",
+        "    p.__class__ = _Packet",
+        "    return p",
+    ]
     exec("\n".join(lines), env)  # the namedtuple technique: code generated once at import
-    init: Callable[..., Any] = env["init"]
-    return init
+    decode: Callable[..., Packet] = env["decode"]
+    return decode
 
 
-_NEW_PACKET = _fast_init(Packet)
-_NEW_HEADER = {cls: _fast_init(cls) for cls in _BODIES}
-_NEW_NACK = _NEW_HEADER[NackHeader]
-# Opcode byte -> (body layout, header constructor); indexed only after C accepted it.
+# Opcode byte -> decoder of the rest of the packet; indexed only after C accepted the byte.
 _DECODERS = tuple(
-    (_BODIES[_OPCODE_CLASS[op]], _NEW_HEADER[_OPCODE_CLASS[op]]) for op in sorted(_OPCODES)
+    _body_decoder(_OPCODE_CLASS[op], _BODIES[_OPCODE_CLASS[op]]) for op in sorted(_OPCODES)
 )
 
 
@@ -256,42 +295,32 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 
 
-def _encode_data(buf: Any, template: Any, h: Any, payload: Buffer) -> int:
-    c = h.common
-    return int(
-        lib.mrc_encode_data(
-            buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
-            h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
-            payload if type(payload) is bytes else ffi.from_buffer(payload), len(payload),
-        )
-    )  # fmt: skip
+def _check_header(kind: type[Any], header: Header, payload: Buffer) -> None:
+    """The reference's argument checks, in its order (codec.encode)."""
+    if _OPCODE_CLASS.get(header.common.opcode) is not kind:
+        raise ValueError(f"opcode {header.common.opcode!r} does not go with {kind.__name__}")
+    if payload and kind is not DataHeader:
+        raise ValueError(f"{kind.__name__} carries no payload")
 
 
-def _encode_sack(buf: Any, template: Any, s: Any, payload: Buffer) -> int:
-    c = s.common
-    return int(
-        lib.mrc_encode_sack(
-            buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
-            s.cum_psn, s.sack_base, s.bitmap, s.ev, s.ts, s.ooo_count, s.rwnd_penalty, s.rwnd,
-        )
-    )  # fmt: skip
-
-
-def _encode_control(buf: Any, template: Any, header: Header, payload: Buffer) -> int:
+def _encode_control(path: PathHeader, header: Header, payload: Buffer) -> bytes:
+    """encode for the rarer headers: through a ``struct mrc_header``."""
+    kind = type(header)
+    if kind not in _BODIES or kind is DataHeader or kind is SackHeader:
+        raise TypeError(f"not an MRC header: {kind.__name__}")
+    _check_header(kind, header, payload)
+    template = _template(path)
     c_hdr = ffi.new("struct mrc_header *")
-    _fill_header(c_hdr, header)
-    return int(lib.mrc_encode_tmpl(buf, _MAX_PACKET, template, c_hdr, ffi.NULL, 0))
-
-
-# Each writes one packet into a _MAX_PACKET buffer: its length, or a negative C error.
-_ENCODERS: dict[type[Any], Callable[[Any, Any, Any, Buffer], int]] = {
-    DataHeader: _encode_data,
-    SackHeader: _encode_sack,
-    NackHeader: _encode_control,
-    ProbeHeader: _encode_control,
-    SetupHeader: _encode_control,
-    CloseHeader: _encode_control,
-}
+    try:
+        _fill_header(c_hdr, header)
+    except (OverflowError, TypeError) as exc:  # cffi's range checks; struct.error in codec
+        raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None
+    buf = _scratch.buf
+    length = lib.mrc_encode_tmpl(buf, _MAX_PACKET, template, c_hdr, ffi.NULL, 0)
+    if length < 0:  # not reached: the checks above are C's for a control header
+        raise ValueError(f"{kind.__name__} does not fit the wire format (C error {length})")
+    packet: bytes = ffi.unpack(buf, length)
+    return packet
 
 
 def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
@@ -299,22 +328,37 @@ def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
 
     Raises ValueError (or TypeError) where the reference does: fields that do not fit.
     """
+    # Data and SACK packets are the per-packet traffic: one C call with scalar arguments,
+    # inline here (a Python call costs as much as the C encode). C rejects an opcode of
+    # the wrong class (MRC_E_ARG), so the reference's checks run only to name the error.
     kind = type(header)
-    encoder = _ENCODERS.get(kind)
-    if encoder is None:
-        raise TypeError(f"not an MRC header: {kind.__name__}")
-    if _OPCODE_CLASS.get(header.common.opcode) is not kind:
-        raise ValueError(f"opcode {header.common.opcode!r} does not go with {kind.__name__}")
-    if payload and kind is not DataHeader:
-        raise ValueError(f"{kind.__name__} carries no payload")
+    if kind is not DataHeader and kind is not SackHeader:
+        return _encode_control(path, header, payload)
+    if payload and kind is SackHeader:
+        _check_header(kind, header, payload)
     hit = _templates.get(id(path))  # inline cache hit, as in decode_untrusted
     template = hit[1] if hit is not None and hit[0] is path else _template(path)
     buf = _scratch.buf
+    c = header.common
     try:
-        length = encoder(buf, template, header, payload)
+        if kind is DataHeader:
+            h: Any = header
+            length = lib.mrc_encode_data(
+                buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
+                h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
+                payload if type(payload) is bytes else ffi.from_buffer(payload), len(payload),
+            )  # fmt: skip
+        else:
+            s: Any = header
+            length = lib.mrc_encode_sack(
+                buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
+                s.cum_psn, s.sack_base, s.bitmap, s.ev, s.ts, s.ooo_count, s.rwnd_penalty,
+                s.rwnd,
+            )  # fmt: skip
     except (OverflowError, TypeError) as exc:  # cffi's range checks; struct.error in codec
         raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None
-    if length < 0:  # MRC_E_ARG: the only other case is an IPv6 payload over 65535 bytes
+    if length < 0:  # MRC_E_ARG: a wrong opcode, or an IPv6 payload over 65535 bytes
+        _check_header(kind, header, payload)
         raise ValueError(f"{kind.__name__}: packet too long (IPv6 payload length > 65535)")
     packet: bytes = ffi.unpack(buf, length)
     return packet
@@ -428,9 +472,5 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
     off = l4 + 8
     common = _commons.get(buf[off + 1 : off + 12]) or _new_common(buf, off)
     path = _paths.get(buf[: l4 + 4]) or _new_path(buf, l4)
-    body, new_header = _DECODERS[buf[off + 1]]
-    values = body.unpack_from(buf, off + 12)
-    if new_header is _NEW_NACK:
-        values = (values[0], _NACK_REASONS[values[1]], *values[2:])
-    packet: Packet = _NEW_PACKET(path, new_header(common, *values), buf[off + 12 + body.size :])
-    return packet
+    decode: Callable[..., Packet] = _DECODERS[buf[off + 1]]
+    return decode(path, common, buf, off + 12)

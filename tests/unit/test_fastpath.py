@@ -136,10 +136,20 @@ def outcome(decode: Callable[..., Packet], buf: bytes, **kwargs: Any) -> Outcome
         return ("BadPacket", exc.reason)
 
 
+def field_types(value: object) -> object:
+    """The type of value and, for a frame, of every field, recursively: equality alone
+    cannot tell Opcode.SACK from 5 or Flags.TS from 2."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return type(value), tuple(field_types(getattr(value, f.name)) for f in fields)
+    return type(value)
+
+
 def assert_same_parse(buf: bytes, **kwargs: Any) -> Outcome:
     expected = outcome(codec.decode_untrusted, buf, **kwargs)
     got = outcome(fast.decode_untrusted, buf, **kwargs)
     assert got == expected
+    assert field_types(got) == field_types(expected)
     return got
 
 
@@ -208,6 +218,32 @@ def test_identical_parses(frame: tuple[PathHeader, Header, bytes], filter_port: 
     overflow = isinstance(header, DataHeader) and header.msg_offset + len(payload) > header.msg_len
     if checksummed_right and overflow:
         assert result == ("BadPacket", "bad_message")
+
+
+@pytest.mark.parametrize("cls", [Packet, DataHeader, SackHeader, NackHeader, ProbeHeader,
+                                 SetupHeader, CloseHeader])  # fmt: skip
+def test_decoder_builds_frames_through_their_twins(cls: type[Any]) -> None:
+    """Every frame the decoder builds takes the fast path (a twin class whose instances
+    become cls); a change to frames.py that breaks it would silently cost the speed."""
+    assert fast._twin(cls) is not None
+
+
+def test_decoded_frames_behave_like_constructed_ones() -> None:
+    """A frame built through its twin is a real frozen instance: equal, same hash,
+    immutable, and dataclasses.replace works (the protocol core uses all four)."""
+    path = PathHeader(src=b"\x01" * 16, dst=b"\x02" * 16, ev=0x12345)
+    sack = SackHeader(Common(Opcode.SACK, Flags.TS, 1, 2), 10, 8, 0b101, 7, 99, 1, 0, 4096)
+    got = fast.decode_untrusted(fast.encode(path, sack))
+    assert type(got) is Packet
+    assert type(got.header) is SackHeader
+    assert got.header == sack
+    assert hash(got.header) == hash(sack)
+    assert got == Packet(got.path, sack, b"")
+    assert hash(got) == hash(Packet(got.path, sack, b""))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.header.cum_psn = 11  # type: ignore[misc]
+    assert dataclasses.replace(got.header, cum_psn=11) == dataclasses.replace(sack, cum_psn=11)
+    assert repr(got.header) == repr(sack)
 
 
 @SETTINGS
