@@ -29,7 +29,9 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from mrc_transport import wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
+from mrc_transport.wire.frames import DataHeader, Header, PathHeader, SackHeader
 
 Buffer = bytes | bytearray | memoryview
 Destination = tuple[bytes, int]
@@ -40,6 +42,7 @@ ReceivedFrom = tuple[int, int, bytes, int]
 """(offset, length, 16-byte source address, source port) of one datagram."""
 
 SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
+MAX_PACKET = 40 + 0xFFFF  # IPv6 header + the largest payload without jumbograms (RFC 2675)
 IPV6_DST = slice(24, 40)  # destination address in a fixed IPv6 header (RFC 8200 section 3)
 RX_META = struct.Struct("=IBBHI16s16s")
 """struct mrc_rx_meta (csrc/mrc_fast.h): length, truncated, tclass, sport, flow label,
@@ -222,6 +225,66 @@ class PyBurstReceiver:
         return out
 
 
+# ------------------------------------------------------------------ one burst, one buffer
+
+
+class PyBurstEncoder:
+    """The packets of one transmit burst, encoded back to back into one reusable buffer
+    and sent with one call (``send_raw6``: each to its own first hop).
+
+    Usage per burst: ``clear()``, ``add(path, header, payload)`` per packet (raises
+    ValueError/TypeError as ``wire.encode`` does), ``send(sock, start)`` until all went
+    out; ``packet(i)`` copies one out (a backlog must outlive the buffer). The pure-Python
+    twin encodes each packet with ``wire.encode`` and copies it in; ``CBurstEncoder``
+    has the C codec write straight into the buffer (no per-packet bytes object, no join).
+    """
+
+    def __init__(self, max_pkts: int, max_len: int = MAX_PACKET) -> None:
+        if max_pkts <= 0 or max_len < IPV6_DST.stop:
+            raise ValueError("max_pkts must be > 0 and max_len at least an IPv6 header")
+        self.cap = max_pkts * max_len
+        self.max_pkts, self.max_len = max_pkts, max_len
+        self.buf = bytearray(self.cap)
+        self.view = memoryview(self.buf)
+        self.offsets = [0]
+        """offsets[i]:offsets[i + 1] is packet i; offsets[-1] the bytes used."""
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every packet added since ``clear``."""
+        return self.offsets[-1]
+
+    def clear(self) -> None:
+        self.offsets = [0]
+
+    def _room(self) -> int:
+        if len(self.offsets) > self.max_pkts:
+            raise ValueError(f"the burst holds at most {self.max_pkts} packets")
+        return self.offsets[-1]
+
+    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
+        """Encode one packet after the others; its length."""
+        off = self._room()
+        pkt = wire.encode(path, header, payload)
+        n = len(pkt)
+        if n > self.max_len:
+            raise ValueError(f"packet of {n} bytes exceeds the encoder's {self.max_len}")
+        self.view[off : off + n] = pkt
+        self.offsets.append(off + n)
+        return n
+
+    def packet(self, i: int) -> bytes:
+        """A copy of packet ``i``."""
+        return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
+
+    def send(self, sock: socket.socket, start: int = 0) -> int:
+        """``send_raw6`` of packets ``start:``; how many went out."""
+        return py_send_raw6(sock, self.view, self.offsets[start:])
+
+
 # ------------------------------------------------------------------ C (sendmmsg/recvmmsg)
 
 
@@ -349,10 +412,64 @@ class CBurstReceiver(PyBurstReceiver):
         return list(RX_META.iter_unpack(self._meta_view[: rc * RX_META.size]))
 
 
+class CBurstEncoder(PyBurstEncoder):
+    """``PyBurstEncoder`` with data and SACK packets (the per-packet traffic) written by
+    the C codec straight into the buffer, the rest through ``wire.encode``; sent with
+    ``c_send_raw6``. Needs the C codec (``wire.BACKEND == "c"``)."""
+
+    def __init__(self, max_pkts: int, max_len: int = MAX_PACKET) -> None:
+        _require_c()
+        if wire.BACKEND != "c":
+            raise RuntimeError("the C codec is not loaded")
+        super().__init__(max_pkts, max_len)
+        self._c_buf = _ffi.from_buffer(self.buf, require_writable=True)
+        from mrc_transport.wire import fast
+
+        self._template = fast._template  # the C codec's per-path template cache
+
+    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
+        kind = type(header)
+        if kind is not DataHeader and kind is not SackHeader:
+            return super().add(path, header, payload)
+        if payload and kind is SackHeader:
+            raise ValueError("SackHeader carries no payload")
+        off = self._room()
+        out, cap = self._c_buf + off, min(self.max_len, self.cap - off)
+        template = self._template(path)
+        c = header.common
+        try:
+            if kind is DataHeader:
+                h: Any = header
+                n = _lib.mrc_encode_data(
+                    out, cap, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
+                    h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
+                    payload if type(payload) is bytes else _ffi.from_buffer(payload),
+                    len(payload),
+                )  # fmt: skip
+            else:
+                k: Any = header
+                n = _lib.mrc_encode_sack(
+                    out, cap, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
+                    k.cum_psn, k.sack_base, k.bitmap, k.ev, k.ts, k.ooo_count,
+                    k.rwnd_penalty, k.rwnd,
+                )  # fmt: skip
+        except (OverflowError, TypeError) as exc:  # cffi's range checks, as wire.encode
+            raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None
+        if n < 0:  # a wrong opcode, too long, or no room: wire.encode names the error
+            return super().add(path, header, payload)
+        self.offsets.append(off + n)
+        return int(n)
+
+    def send(self, sock: socket.socket, start: int = 0) -> int:
+        return c_send_raw6(sock, self.view, self.offsets[start:])
+
+
 BurstReceiver: type[PyBurstReceiver]
+BurstEncoder: type[PyBurstEncoder]
 if BACKEND == "c":
     send_batch, recv_batch, recv_batch_from = c_send_batch, c_recv_batch, c_recv_batch_from
     send_raw6, BurstReceiver = c_send_raw6, CBurstReceiver
+    BurstEncoder = CBurstEncoder if wire.BACKEND == "c" else PyBurstEncoder
 else:
     send_batch, recv_batch, recv_batch_from = py_send_batch, py_recv_batch, py_recv_batch_from
-    send_raw6, BurstReceiver = py_send_raw6, PyBurstReceiver
+    send_raw6, BurstReceiver, BurstEncoder = py_send_raw6, PyBurstReceiver, PyBurstEncoder

@@ -11,8 +11,19 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from mrc_transport import wire
 from mrc_transport.io import batchio
 from mrc_transport.io.sockets import IPV6_TCLASS, open_rx
+from mrc_transport.wire.frames import (
+    Common,
+    DataHeader,
+    Flags,
+    Header,
+    Opcode,
+    PathHeader,
+    ProbeHeader,
+    SackHeader,
+)
 from srv6.checksum import udp6_checksum
 
 LOOPBACK = socket.inet_pton(socket.AF_INET6, "::1")
@@ -143,3 +154,86 @@ def test_raw_burst_rejects_a_packet_shorter_than_an_ipv6_header(
         pytest.raises(ValueError, match="shorter than an IPv6 header"),
     ):
         send(sock, bytes(60), [0, 40, 60])
+
+
+# -- burst encoder ------------------------------------------------------------------------
+
+ENCODERS: list[type[batchio.PyBurstEncoder]] = [batchio.PyBurstEncoder]
+if batchio.BACKEND == "c" and wire.BACKEND == "c":
+    ENCODERS.append(batchio.CBurstEncoder)
+
+SRC = socket.inet_pton(socket.AF_INET6, "fc00:0:1:e000::2")
+SEGS = tuple(socket.inet_pton(socket.AF_INET6, f"fc00:{i}::1") for i in range(1, 4))
+
+
+def _burst() -> list[tuple[PathHeader, Header, bytes]]:
+    """Data, SACK and control packets over a uSID path and an SRH path."""
+    usid = PathHeader(src=SRC, dst=SEGS[0], final_dst=SEGS[2], ev=0x12345, dscp=10, dport=4791)
+    srh = PathHeader(src=SRC, dst=SEGS[0], segments=SEGS, ev=0xABCDE, dscp=46, dport=4791)
+    common = Common(Opcode.WRITE_MIDDLE, Flags.ACK_REQ, 7, 9)
+    sack = SackHeader(
+        Common(Opcode.SACK, Flags.NONE, 7, 9), 100, 90, 0b1011, 0x55, 123, 2, 0, 1 << 20
+    )
+    probe = ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 7, 9), 3, 0x77, 456)
+    out: list[tuple[PathHeader, Header, bytes]] = []
+    for i in range(12):
+        data = DataHeader(common, 1000 + i, 5, i * 700, 1 << 20, 10**9 + i)
+        out.append((usid if i % 2 else srh, data, bytes([i]) * (1 + 61 * i)))
+    out += [(usid, sack, b""), (srh, probe, b""), (usid, sack, b"")]
+    return out
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_burst_encoder_writes_what_wire_encode_writes(make: type[batchio.PyBurstEncoder]) -> None:
+    burst = _burst()
+    enc = make(len(burst), 2048)
+    for _ in range(2):  # the buffer is reused after clear()
+        enc.clear()
+        lengths = [enc.add(path, header, payload) for path, header, payload in burst]
+        want = [wire.encode(path, header, payload) for path, header, payload in burst]
+        assert [enc.packet(i) for i in range(len(enc))] == want
+        assert lengths == [len(p) for p in want]
+        assert enc.nbytes == sum(lengths)
+        assert bytes(enc.view[: enc.nbytes]) == b"".join(want)
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_burst_encoder_raises_as_wire_encode_does(make: type[batchio.PyBurstEncoder]) -> None:
+    path, data, payload = _burst()[1]
+    enc = make(2, 1024)
+    bad_opcode = DataHeader(Common(Opcode.SACK, Flags.NONE, 1, 2), 1, 2, 3, 4, 5)
+    with pytest.raises(ValueError, match="does not go with"):
+        enc.add(path, bad_opcode, b"")
+    bad_psn = DataHeader(Common(Opcode.WRITE_ONLY, Flags.NONE, 1, 2), 1 << 32, 2, 3, 4, 5)
+    with pytest.raises(ValueError, match="out of range"):
+        enc.add(path, bad_psn, b"")
+    with pytest.raises(ValueError, match="exceeds"):
+        enc.add(path, data, bytes(1100))
+    assert len(enc) == 0  # nothing half-added
+    enc.add(path, data, payload)
+    enc.add(path, data, payload)
+    with pytest.raises(ValueError, match="at most 2 packets"):
+        enc.add(path, data, payload)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_burst_encoder_sends_to_the_first_hop(
+    make: type[batchio.PyBurstEncoder], rx: socket.socket
+) -> None:
+    port = rx.getsockname()[1]
+    path = PathHeader(src=LOOPBACK, dst=LOOPBACK, ev=0x10005, dscp=10, dport=port)
+    common = Common(Opcode.WRITE_MIDDLE, Flags.NONE, 7, 9)
+    enc = make(40, 1500)
+    payloads = [bytes([i]) * (100 + 20 * i) for i in range(40)]
+    for i, p in enumerate(payloads):
+        enc.add(path, DataHeader(common, i, 0, 0, 1 << 20, 0), p)
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        assert enc.send(raw, 30) == 10
+        assert enc.send(raw) == 40
+    finally:
+        raw.close()
+    got = _receive(rx, batchio.PyBurstReceiver(64, SLOT), 50)
+    headers = len(wire.encode(path, DataHeader(common, 0, 0, 0, 0, 0))) - 48
+    assert [data[headers:] for _, data in got] == payloads[30:] + payloads
