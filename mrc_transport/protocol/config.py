@@ -37,6 +37,9 @@ class Config:
     """Spraying scheduler name: "random" (paper), "rr", "reps" (UET REPS)."""
     cc: str = "nscc"
     """Congestion control name: "nscc" (UET NSCC, htsim) or "fixed"."""
+    cc_scope: str = "plane"
+    """"plane": one window per plane, each sized for its port (ours, cc/planes.py);
+    "connection": one window for the whole connection (UET)."""
     fixed_window: int = 256 * 1024
     """Window of the "fixed" congestion control, bytes (ours)."""
     nic_rate_bps: float = 100e9

@@ -33,7 +33,7 @@ from mrc_transport.wire.frames import Common, Flags, Opcode
 from srv6.path import SrPath
 
 from . import events
-from .cc import make_cc
+from .cc.planes import PlaneWindows
 from .config import Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
@@ -106,7 +106,7 @@ class Connection:
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append)
         self.scheduler = make_scheduler(cfg.scheduler, rng)
-        self.cc = make_cc(cfg)
+        self.cc = PlaneWindows(cfg, self.evs.planes)
         self.initial_psn = rng.getrandbits(32)
         self.sender = Sender(
             cfg,

@@ -206,6 +206,9 @@ class EvSet:
         """Smoothed RTT (the sender keeps both up to date)."""
         self.ports_down: dict[int, float] = {}
         """Planes whose local port refused a send -> when to probe that port next."""
+        self.window_full: set[int] = set()
+        """Planes whose congestion window has no room for the next packet (the sender
+        sets it before each pick: cc/planes.py)."""
         self.ports_busy: set[int] = set()
         """Planes whose local port queue is full right now (the IO layer says so through
         ``Endpoint.port_busy``; one set shared by every connection of the host). Spraying
@@ -498,16 +501,17 @@ class EvSet:
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
 
-    def usable_planes(self) -> list[int]:
-        """Planes with usable EVs whose local port is not busy; if every such plane is
-        busy, all planes with usable EVs (the IO layer queues per port, nothing is lost).
+    def usable_planes(self, *, window: bool = True) -> list[int]:
+        """Planes with usable EVs and window room (unless ``window`` is False) whose local
+        port is not busy; if every such plane is busy, those with usable EVs and window
+        room (the IO layer queues per port, nothing is lost).
 
         Without this, a port shared with other traffic (the demo's TCP flow) drains
         slower than the others, and spraying by EV count makes every port wait for it:
         the connection got 4 x the shared port's leftover rate instead of the sum of the
         ports' leftover rates (measured in the failover demo; ours)."""
-        usable = self._plane_usable
-        planes = [p for p in self.planes if usable[p]]
+        usable, full = self._plane_usable, self.window_full if window else ()
+        planes = [p for p in self.planes if usable[p] and p not in full]
         busy = self.ports_busy
         if not busy:
             return planes

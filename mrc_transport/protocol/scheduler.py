@@ -75,16 +75,17 @@ class RandomScheduler(Scheduler):
     def _plane(self, evs: EvSet) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx),
         leaving out planes whose local port is busy while another one is free."""
-        mine = self._turn(evs, evs.ports_busy)
-        if not mine and evs.ports_busy:
-            mine = self._turn(evs, ())
+        full, busy = evs.window_full, evs.ports_busy
+        mine = self._turn(evs, full, busy)
+        if not mine and busy:
+            mine = self._turn(evs, full, ())
         return mine
 
-    def _turn(self, evs: EvSet, busy: Collection[int]) -> list[Ev]:
+    def _turn(self, evs: EvSet, full: Collection[int], busy: Collection[int]) -> list[Ev]:
         credit, best, best_credit, total = self._credit, -1, 0, 0
         for plane in evs.planes:
             weight = len(evs.usable_in(plane))
-            if not weight or plane in busy:
+            if not weight or plane in full or plane in busy:
                 continue
             total += weight
             c = credit[plane] = credit.get(plane, 0) + weight
@@ -109,7 +110,7 @@ class RoundRobinScheduler(Scheduler):
         n = len(evs.usable)
         if n == 0:
             return evs.fallback()
-        planes = evs.usable_planes() if evs.ports_busy else None
+        planes = evs.usable_planes() if evs.ports_busy or evs.window_full else None
         for _ in range(n):
             self._i = (self._i + 1) % n
             ev = evs.usable[self._i]
@@ -128,11 +129,11 @@ class RepsScheduler(RandomScheduler):
         self._clean: deque[Ev] = deque(maxlen=256)
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        busy = evs.ports_busy
+        busy, full = evs.ports_busy, evs.window_full
         while self._clean:
             ev = self._clean.popleft()
             usable = ev.state is EvState.GOOD and ev.value in evs.usable_values()
-            if usable and ev is not avoid and ev.plane not in busy:
+            if usable and ev is not avoid and ev.plane not in busy and ev.plane not in full:
                 return ev
         return super().pick(evs, avoid)
 

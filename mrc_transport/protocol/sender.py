@@ -35,7 +35,7 @@ from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, DataHeader, Flags, NackReason, Opcode
 
 from . import events
-from .cc.base import CongestionControl
+from .cc.planes import PlaneWindows
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
@@ -121,7 +121,7 @@ class Sender:
         initial_psn: int,
         evs: EvSet,
         scheduler: Scheduler,
-        cc: CongestionControl,
+        cc: PlaneWindows,
         counters: ConnCounters,
         emit: Callable[[events.Event], None],
         conn: int,
@@ -137,7 +137,6 @@ class Sender:
         self.fc_bytes = 0
         self.peer_rwnd = cfg.rcvbuf
         self.inflight: dict[int, SentPacket] = {}
-        self.in_flight_bytes = 0
         self._order: deque[tuple[int, SentPacket]] = deque()
         self._seq = 0
         self._rtx: list[int] = []
@@ -175,11 +174,15 @@ class Sender:
         """RFC 6298 RTO with backoff, within [min_rto, max_rto], and at least 1.25 x the
         recent peak RTT (ours: spraying over queues of different depth widens the RTT
         distribution, and a packet behind the deepest queue sees the peak, not the mean:
-        in the shaped lab srtt + 4 rttvar was ~8 ms while packets arrived 10-26 ms late)."""
+        in the shaped lab srtt + 4 rttvar was ~8 ms while packets arrived 10-26 ms late).
+        The peak is also taken per plane: with a window per plane, a plane behind a deep
+        queue carries few of the packets, so its RTT hardly shows in the connection's
+        decaying peak, and the RTO fired on its packets while they were on time."""
         if self.srtt is None:
             base = self.cfg.initial_rtt * 3
         else:
-            base = max(self.srtt + 4 * self.rttvar, 1.25 * self.peak_rtt)
+            peak = max(self.peak_rtt, max((pr.peak for pr in self.planes.values()), default=0.0))
+            base = max(self.srtt + 4 * self.rttvar, 1.25 * peak)
         rto = math.ldexp(max(self.cfg.min_rto, base), min(self.rto_count, 30))
         return min(rto, self.cfg.max_rto)
 
@@ -196,18 +199,39 @@ class Sender:
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
         self.evs.srtt = self.srtt
 
+    @property
+    def in_flight_bytes(self) -> int:
+        """Bytes sent and neither acknowledged nor declared lost."""
+        return self.cc.total
+
     # -- sending ------------------------------------------------------------------------
     def fill(self, now: float, out: list[Transmit], limit: int) -> None:
         """Append data packets (retransmissions first) while the windows allow."""
         while len(out) < limit:
             pkt = self._next_rtx()
             if pkt is not None:
-                if not self.cc.can_send(self.in_flight_bytes, pkt.length):
+                # a resend waits for room on the fastest plane rather than take a slow one
+                plane = self._fastest_plane()
+                if not (
+                    self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
+                ):
                     break
                 heapq.heappop(self._rtx)
-                self._send_rtx(pkt, now, out)
+                self._send_rtx(pkt, plane, now, out)
             elif not self._send_new(now, out):
                 break
+
+    def _room(self, n: int) -> bool:
+        """Whether some plane with usable EVs has window for ``n`` bytes; the others
+        are left out of the next pick (``EvSet.window_full``)."""
+        evs = self.evs
+        full = evs.window_full = self.cc.full(evs.planes, n)
+        if not full:
+            return True
+        if evs.usable:
+            return bool(evs.usable_planes())
+        # no usable EV at all: the fallback EV goes wherever the window allows
+        return len(full) < len(evs.planes)
 
     def _next_rtx(self) -> SentPacket | None:
         while self._rtx:
@@ -223,7 +247,7 @@ class Sender:
         msg = self.pending[0]
         total = msg.data.nbytes
         n = min(self.mss, total - msg.next_offset)
-        if not self.cc.can_send(self.in_flight_bytes, n) or self.fc_bytes + n > self.peer_rwnd:
+        if self.fc_bytes + n > self.peer_rwnd or not self._room(n):
             return False
         pkt = SentPacket(
             self.snd_nxt,
@@ -243,9 +267,10 @@ class Sender:
         self._transmit(pkt, now, out, Flags.TS)
         return True
 
-    def _send_rtx(self, pkt: SentPacket, now: float, out: list[Transmit]) -> None:
+    def _send_rtx(
+        self, pkt: SentPacket, plane: int | None, now: float, out: list[Transmit]
+    ) -> None:
         old = pkt.ev
-        plane = self._fastest_plane()
         if plane is None:
             pkt.ev = self.scheduler.pick(self.evs, avoid=old)
         else:
@@ -264,7 +289,7 @@ class Sender:
         pr.sent += 1
         pkt.plane_seq = pr.sent
         pr.order.append((self._seq, pkt))
-        self.in_flight_bytes += pkt.length
+        self.cc.sent(pkt.ev.plane, pkt.length)
         self.evs.on_sent(pkt.ev)
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
@@ -290,7 +315,9 @@ class Sender:
             self.counters.sack_beyond_sent += 1
             return
         self.counters.sacks_received += 1
-        acked = self._ack_cumulative(cum, now) + self._ack_bitmap(base, h.bitmap, now)
+        by_plane: dict[int, int] = {}
+        acked = self._ack_cumulative(cum, now, by_plane)
+        acked += self._ack_bitmap(base, h.bitmap, now, by_plane)
         if cum >= self.snd_una:
             self.peer_rwnd = h.rwnd
         else:
@@ -300,22 +327,24 @@ class Sender:
         ecn = bool(h.common.flags & Flags.ECN_ECHO)
         self._reflected_ev(h.ev, ecn, now)
         if acked or ecn:
-            self.cc.on_ack(acked, rtt, ecn, now)
+            trigger = self.evs.by_value.get(h.ev)
+            plane = trigger.plane if trigger is not None else None
+            self.cc.on_sack(by_plane, plane, rtt, ecn, now)
         if acked:
             self.rto_count = 0
         self.detect_losses(now)
 
-    def _ack_cumulative(self, cum: int, now: float) -> int:
+    def _ack_cumulative(self, cum: int, now: float, by_plane: dict[int, int]) -> int:
         acked = 0
         while self.snd_una < cum:
             pkt = self.inflight.pop(self.snd_una, None)
             if pkt is not None:
-                acked += self._acked(pkt, now)
+                acked += self._acked(pkt, now, by_plane)
             self.fc_bytes -= self._una_lens.popleft()
             self.snd_una += 1
         return acked
 
-    def _ack_bitmap(self, base: int, bitmap: int, now: float) -> int:
+    def _ack_bitmap(self, base: int, bitmap: int, now: float, by_plane: dict[int, int]) -> int:
         acked = 0
         while bitmap:
             low = bitmap & -bitmap
@@ -323,15 +352,18 @@ class Sender:
             psn = base + low.bit_length() - 1
             pkt = self.inflight.pop(psn, None) if psn >= self.snd_una else None
             if pkt is not None:
-                acked += self._acked(pkt, now)
+                acked += self._acked(pkt, now, by_plane)
                 self.highest_sacked = max(self.highest_sacked, psn)
         return acked
 
-    def _acked(self, pkt: SentPacket, now: float) -> int:
+    def _acked(self, pkt: SentPacket, now: float, by_plane: dict[int, int]) -> int:
+        """Book one delivered packet; its bytes count as acked on its plane."""
+        plane = pkt.ev.plane
         if pkt.lost:
             self.counters.spurious_rtx += 1
         else:
-            self.in_flight_bytes -= pkt.length
+            self.cc.gone(plane, pkt.length)
+        by_plane[plane] = by_plane.get(plane, 0) + (pkt.length or 1)
         rtt = now - pkt.sent_time
         # RFC 8985 6.2 step 2: an ack faster than min RTT for a retransmitted packet is
         # for the original transmission and says nothing about packets sent before it.
@@ -381,7 +413,7 @@ class Sender:
         """The plane with usable EVs and the lowest smoothed RTT: a resend fills the
         receiver's hole soonest there (ours; None before any plane has a sample)."""
         best, best_rtt = None, math.inf
-        ok = self.evs.usable_planes()  # not a plane whose local port is busy
+        ok = self.evs.usable_planes(window=False)  # not a busy local port if another
         for plane, pr in self.planes.items():
             if pr.srtt is not None and pr.srtt < best_rtt and plane in ok:
                 best, best_rtt = plane, pr.srtt
@@ -434,7 +466,9 @@ class Sender:
         deadlines grow with the send time, so the walk stops at the first packet not
         due."""
         reo = self.plane_reorder_window(pr)
-        expect = 1.25 * pr.peak if pr.srtt is not None else self.rto
+        # a plane never measured waits the RTO of a connection never measured (RFC 6298
+        # 2.1): the other planes' RTTs say nothing of its port's queue
+        expect = 1.25 * pr.peak if pr.srtt is not None else max(self.rto, 3 * self.cfg.initial_rtt)
         order = pr.order
         while order:
             seq, pkt = order[0]
@@ -472,11 +506,11 @@ class Sender:
     def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
         """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
         pkt.lost = True
-        self.in_flight_bytes -= pkt.length
+        self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
         self.counters.lost += 1
         if why is not None:  # an RTO's resend is a probe, not evidence of congestion
-            self.cc.on_loss(pkt.length, now)
+            self.cc.on_loss(pkt.ev.plane, pkt.length, now)
             pkt.ev.lost += 1
             self.evs.apply(pkt.ev, why, now)
 
@@ -487,7 +521,7 @@ class Sender:
         if pkt is None or pkt.lost or pkt.ev.value != ev:
             return
         pkt.lost = True
-        self.in_flight_bytes -= pkt.length
+        self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
 
     # -- NACK ---------------------------------------------------------------------------
@@ -499,12 +533,12 @@ class Sender:
             return
         self.counters.nacks_received += 1
         pkt.lost = True
-        self.in_flight_bytes -= pkt.length
+        self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
         ev = self.evs.by_value.get(h.ev, pkt.ev)
         if h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
             self.evs.apply(ev, EvInput.TRIMMED, now)
-            self.cc.on_nack(pkt.length, now)
+            self.cc.on_nack(pkt.ev.plane, pkt.length, now)
 
     # -- timers -------------------------------------------------------------------------
     def oldest_sent(self) -> float:

@@ -1,0 +1,142 @@
+"""Congestion windows per plane (ours), or one for the whole connection (UET NSCC).
+
+UET runs one NSCC window per connection, over every path it sprays on. With multi-plane
+NICs each plane is a separate network that shares nothing with the others but the two
+hosts, and each leaves the NIC through a port of its own: a queue on one plane (another
+flow on the same port, an incast at one last hop) says nothing about the others. With
+one window, that plane's delay and losses shrank the window of the whole connection:
+in the failover demo a TCP flow on one plane of four held MRC at 264-297 Mbit/s where a
+fixed window reached 348-360 (400 Mbit/s of ports; measured). So by default every plane
+runs its own instance of the algorithm, sized for its port (the NIC rate over the
+planes), fed with the bytes acked on it and the RTT and ECN echo of packets sent on it.
+``cc_scope = "connection"`` keeps UET's single window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from ..config import Config
+from . import make_cc
+from .base import CongestionControl
+from .nscc import Nscc
+
+SCOPES = ("plane", "connection")
+
+
+class PlaneWindows:
+    """The sender's windows: bytes in flight and the algorithm's window, per plane."""
+
+    def __init__(self, cfg: Config, planes: Sequence[int]) -> None:
+        if cfg.cc_scope not in SCOPES:
+            raise ValueError(f"cc_scope must be one of {SCOPES}, not {cfg.cc_scope!r}")
+        self.per_plane = cfg.cc_scope == "plane" and len(planes) > 1
+        if self.per_plane:
+            share = _share(cfg, len(planes))
+            self.cc: dict[int, CongestionControl] = {p: make_cc(share) for p in planes}
+        else:
+            one = make_cc(cfg)
+            self.cc = dict.fromkeys(planes, one)
+        self.in_flight = dict.fromkeys(planes, 0)
+        """Bytes in flight per plane."""
+        self.total = 0
+        """Bytes in flight over all planes."""
+
+    @property
+    def window(self) -> int:
+        """The connection's window: the sum over planes (or the one window)."""
+        return sum(cc.window for cc in self._distinct())
+
+    def max_window(self) -> int:
+        """The largest the connection's window would open to."""
+        return sum(cc.max_window() for cc in self._distinct())
+
+    def _distinct(self) -> Sequence[CongestionControl]:
+        return list(self.cc.values()) if self.per_plane else [next(iter(self.cc.values()))]
+
+    # -- the window test ------------------------------------------------------------------
+    def room(self, plane: int, size: int) -> bool:
+        """Whether ``size`` more bytes may go out on ``plane``."""
+        if self.per_plane:
+            return self.cc[plane].can_send(self.in_flight[plane], size)
+        return self.cc[plane].can_send(self.total, size)
+
+    def full(self, planes: Sequence[int], size: int) -> set[int]:
+        """The planes of ``planes`` that have no room for ``size`` more bytes."""
+        return {p for p in planes if not self.room(p, size)}
+
+    def sent(self, plane: int, n: int) -> None:
+        """``n`` bytes went out on ``plane``."""
+        self.in_flight[plane] += n
+        self.total += n
+
+    def gone(self, plane: int, n: int) -> None:
+        """``n`` bytes that went out on ``plane`` left the flight (acked or lost)."""
+        self.in_flight[plane] -= n
+        self.total -= n
+
+    # -- feedback -------------------------------------------------------------------------
+    def on_sack(
+        self,
+        acked: Mapping[int, int],
+        plane: int | None,
+        rtt: float | None,
+        ecn: bool,
+        now: float,
+    ) -> None:
+        """One SACK: ``acked`` bytes per plane; ``rtt`` and ``ecn`` are those of the packet
+        that triggered it, sent on ``plane`` (None: unknown EV)."""
+        if not self.per_plane:
+            total = sum(acked.values())
+            if total or ecn:
+                next(iter(self.cc.values())).on_ack(total, rtt, ecn, now)
+            return
+        for p, cc in self.cc.items():
+            n = acked.get(p, 0)
+            mine = p == plane
+            if n or (mine and ecn):
+                cc.on_ack(n, rtt if mine else None, ecn and mine, now)
+        if rtt is not None:
+            self._share_base_rtt()
+
+    def _share_base_rtt(self) -> None:
+        """One base RTT for every plane: the least any plane saw.
+
+        The planes are copies of one topology, so their base RTTs are equal (htsim takes
+        it from the topology); measured per plane, a plane whose port already had a
+        standing queue when the connection started (the demo's TCP flow) would count that
+        queue as base and never see it as delay (ours)."""
+        nscc = [cc for cc in self.cc.values() if isinstance(cc, Nscc)]
+        if nscc:
+            base = min(cc.base_rtt for cc in nscc)
+            for cc in nscc:
+                cc.base_rtt = base
+
+    def on_rtt_sample(self, rtt: float) -> None:
+        """The handshake's RTT, for every plane."""
+        for cc in self._distinct():
+            cc.on_rtt_sample(rtt)
+        self._share_base_rtt()
+
+    def on_loss(self, plane: int, lost: int, now: float) -> None:
+        """``lost`` bytes sent on ``plane`` were declared lost."""
+        self.cc[plane].on_loss(lost, now)
+
+    def on_nack(self, plane: int, nacked: int, now: float) -> None:
+        """``nacked`` bytes sent on ``plane`` were trimmed."""
+        self.cc[plane].on_nack(nacked, now)
+
+    def windows(self) -> dict[int, int]:
+        """Each plane's window, bytes (the same one on every plane with one window)."""
+        return {p: cc.window for p, cc in self.cc.items()}
+
+
+def _share(cfg: Config, planes: int) -> Config:
+    """``cfg`` for one plane of ``planes``: its port's rate and its part of the windows."""
+    return replace(
+        cfg,
+        nic_rate_bps=cfg.nic_rate_bps / planes,
+        fixed_window=max(cfg.fixed_window // planes, cfg.mss),
+        initial_window=max(cfg.initial_window // planes, cfg.mss),
+    )

@@ -1,0 +1,131 @@
+"""Congestion windows per plane (cc/planes.py) and how the sender sprays within them."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from mrc_transport.protocol import Config, Connection
+from mrc_transport.protocol.cc import FixedWindow, Nscc
+from mrc_transport.protocol.cc.planes import PlaneWindows
+from mrc_transport.protocol.transmit import Transmit
+from mrc_transport.wire import frames
+
+from .test_protocol_ev import paths
+
+CFG = Config(nic_rate_bps=4e9, mss=1000, initial_window=40_000)
+
+
+def test_each_plane_runs_its_own_window_sized_for_its_port() -> None:
+    w = PlaneWindows(CFG, [0, 1, 2, 3])
+    assert w.per_plane
+    assert len({id(cc) for cc in w.cc.values()}) == 4
+    assert all(isinstance(cc, Nscc) for cc in w.cc.values())
+    w.on_rtt_sample(100e-6)
+    one = Nscc(CFG)
+    one.on_rtt_sample(100e-6)
+    # a port's BDP: a quarter of the NIC's
+    assert w.windows()[0] == pytest.approx(one.max_window() / 4, rel=0.01)
+    assert w.max_window() == pytest.approx(one.max_window(), rel=0.01)
+
+
+def test_room_is_per_plane() -> None:
+    w = PlaneWindows(Config(cc="fixed", fixed_window=8000, mss=1000), [0, 1])
+    assert w.windows() == {0: 4000, 1: 4000}
+    for _ in range(4):
+        assert w.room(0, 1000)
+        w.sent(0, 1000)
+    assert not w.room(0, 1000)
+    assert w.room(1, 1000)
+    assert w.full([0, 1], 1000) == {0}
+    w.gone(0, 1000)
+    assert w.full([0, 1], 1000) == set()
+    assert (w.total, w.in_flight) == (3000, {0: 3000, 1: 0})
+
+
+def test_a_loss_cuts_only_its_planes_window() -> None:
+    w = PlaneWindows(CFG, [0, 1])
+    w.on_rtt_sample(100e-6)
+    before = w.windows()
+    w.on_sack({0: 4000, 1: 4000}, 1, 100e-6, False, 1.0)
+    w.on_loss(0, 1000, 1.001)
+    after = w.windows()
+    assert after[0] < before[0]
+    assert after[1] >= before[1]
+
+
+def test_a_sacks_rtt_and_ecn_belong_to_the_trigger_plane_and_base_rtt_is_shared() -> None:
+    w = PlaneWindows(CFG, [0, 1])
+    w.on_rtt_sample(200e-6)
+    w.on_sack({0: 1000}, 0, 100e-6, False, 1.0)  # plane 0's first data sample: the base
+    cc0, cc1 = w.cc[0], w.cc[1]
+    assert isinstance(cc0, Nscc)
+    assert isinstance(cc1, Nscc)
+    assert cc0.base_rtt == cc1.base_rtt == 100e-6
+    # a standing queue on plane 1 is delay on plane 1, not its base RTT
+    for i in range(50):
+        w.on_sack({1: 1000}, 1, 2e-3, False, 1.0 + i * 1e-3)
+    assert cc1.base_rtt == 100e-6
+    assert cc1.avg_delay > 1e-3
+    assert cc0.avg_delay < 1e-5
+    windows = w.windows()
+    w.on_sack({0: 1000, 1: 1000}, 1, 2e-3, True, 2.0)  # ECN on plane 1's packet
+    assert w.windows()[0] >= windows[0]
+    assert w.windows()[1] < windows[1]
+
+
+def test_connection_scope_is_one_window() -> None:
+    w = PlaneWindows(Config(cc="fixed", fixed_window=8000, mss=1000, cc_scope="connection"), [0, 1])
+    assert not w.per_plane
+    assert isinstance(w.cc[0], FixedWindow)
+    assert w.cc[0] is w.cc[1]
+    assert w.window == 8000
+    for _ in range(8):
+        w.sent(1, 1000)
+    assert w.full([0, 1], 1000) == {0, 1}
+
+
+def test_a_single_plane_is_one_window_and_a_bad_scope_is_refused() -> None:
+    assert not PlaneWindows(CFG, [3]).per_plane
+    with pytest.raises(ValueError, match="cc_scope"):
+        PlaneWindows(Config(cc_scope="path"), [0, 1])
+
+
+def established(cfg: Config) -> Connection:
+    conn = Connection(cfg, paths(2, 4), random.Random(3), 7, 0.0)
+    back = conn.evs.paths[0]
+    ack = frames.SetupHeader(
+        frames.Common(frames.Opcode.SETUP_ACK, frames.Flags.NONE, conn.conn, 9),
+        conn.initial_psn,
+        64 << 20,
+        cfg.mss,
+        8,
+        0,
+    )
+    conn.receive(frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""), 0.0)
+    conn.datagrams_to_send(0.0)  # nothing but control yet
+    return conn
+
+
+def data_planes(out: list[Transmit]) -> Counter[int]:
+    return Counter(tx.path.plane for tx in out if isinstance(tx.header, frames.DataHeader))
+
+
+def test_the_sender_fills_every_planes_window_and_no_more() -> None:
+    cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
+    conn = established(cfg)
+    conn.send_message(bytes(100_000), 0.0)
+    out = conn.datagrams_to_send(0.001)
+    assert data_planes(out) == {0: 8, 1: 8}
+    assert conn.cc.in_flight == {0: 8000, 1: 8000}
+
+
+def test_a_full_plane_leaves_the_others_sending() -> None:
+    cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
+    conn = established(cfg)
+    conn.cc.sent(0, 8000)  # plane 0's window is already full
+    conn.send_message(bytes(100_000), 0.0)
+    out = conn.datagrams_to_send(0.001)
+    assert data_planes(out) == {1: 8}
