@@ -1,13 +1,14 @@
 """Codec throughput: encode + decode of one packet, C fast path vs pure-Python reference.
 
 Both backends run in the same process on the same frames, interleaved, so the ratio is
-measured side by side (machine load affects both alike). Each row is the best of a few
+measured side by side (machine load affects both alike). Each row is the best of several
 repeats, in packets per second for one encode followed by one decode of the packet as its
-receiver sees it (uSID: destination shifted to the final one). The machine is shared, so
-each figure is the best of several short runs.
+receiver sees it (uSID: destination shifted to the final one). Time is this thread's CPU
+time, not wall-clock time: on a shared machine, wall-clock time also counts the slices in
+which other processes ran instead of this one, which says nothing about either codec.
 
-    python bench/codec.py            # about 15 s
-    python bench/codec.py --quick    # about 3 s, noisier
+    python bench/codec.py            # about 20 s
+    python bench/codec.py --quick    # about 5 s, noisier
 """
 
 from __future__ import annotations
@@ -95,32 +96,43 @@ def arrived(path: PathHeader, packet: bytes) -> bytes:
     return packet[:24] + path.final_dst + packet[40:]
 
 
-def rate(backend: ModuleType, case: Case, seconds: float) -> float:
-    """Encode + decode pairs per second, over about ``seconds``."""
+def timed_loop(backend: ModuleType, case: Case) -> Callable[[int], float]:
+    """A function that runs n encode + decode pairs and returns the CPU seconds they took."""
     encode: Callable[..., bytes] = backend.encode
     decode: Callable[..., object] = backend.decode_untrusted
     path, header, payload = case.path, case.header, case.payload
     received = arrived(path, encode(path, header, payload))
     decode(received)  # warm caches and fail early if the frame does not round-trip
-    n = 64
-    while True:  # calibrate the loop count so timer overhead does not matter
-        t0 = time.perf_counter()
+
+    def run(n: int) -> float:
+        t0 = time.thread_time()
         for _ in range(n):
             encode(path, header, payload)
             decode(received)
-        t1 = time.perf_counter()
-        if t1 - t0 >= seconds or n >= 1 << 24:
-            return n / (t1 - t0)
-        n = max(n * 2, int(n * seconds / max(t1 - t0, 1e-6)))
+        return time.thread_time() - t0
+
+    return run
+
+
+def calibrate(run: Callable[[int], float], seconds: float) -> int:
+    """A loop count that takes about ``seconds``, so timer overhead does not matter."""
+    n = 64
+    while True:
+        elapsed = run(n)
+        if elapsed >= seconds or n >= 1 << 24:
+            return n
+        n = max(n * 2, int(n * seconds / max(elapsed, 1e-6)))
 
 
 def best_rates(backends: list[ModuleType], case: Case, seconds: float, repeats: int) -> list[float]:
     """Best rate of each backend over repeats, the backends interleaved in every repeat so
     a burst of load from elsewhere on the machine hits both, and best-of discards it."""
+    runs = [timed_loop(backend, case) for backend in backends]
+    counts = [calibrate(run, seconds) for run in runs]
     best = [0.0] * len(backends)
     for _ in range(repeats):
-        for i, backend in enumerate(backends):
-            best[i] = max(best[i], rate(backend, case, seconds))
+        for i, (run, n) in enumerate(zip(runs, counts, strict=True)):
+            best[i] = max(best[i], n / max(run(n), 1e-9))
     return best
 
 
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs, noisier figures")
     args = parser.parse_args(argv)
-    seconds, repeats = (0.05, 3) if args.quick else (0.12, 6)
+    seconds, repeats = (0.02, 10) if args.quick else (0.03, 40)
     fast: ModuleType | None
     try:
         fast = importlib.import_module("mrc_transport.wire.fast")

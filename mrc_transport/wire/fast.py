@@ -168,18 +168,18 @@ def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
 
         return plain
     env: dict[str, Any] = {
-        "_new": object.__new__, "_unpack": body.unpack_from, "_cls": cls, "_Packet": Packet,
+        "_unpack": body.unpack_from, "_cls": cls, "_Packet": Packet,
         "_HeaderTwin": header_twin, "_PacketTwin": packet_twin,
         **{f"_{name}s": table for name, table in convert.items()},
     }  # fmt: skip
     lines = [
         "def decode(path, common, buf, off):",
-        "    h = _new(_HeaderTwin)",
+        "    h = _HeaderTwin()",
         "    h.common = common",
         f"    {', '.join(f'h.{name}' for name in names)}, = _unpack(buf, off)",
         *(f"    h.{name} = _{name}s[h.{name}]" for name in convert),
         "    h.__class__ = _cls",
-        "    p = _new(_PacketTwin)",
+        "    p = _PacketTwin()",
         "    p.path = path",
         "    p.header = h",
         f"    p.payload = buf[off + {body.size}:]",
