@@ -52,6 +52,12 @@ def register(subparsers: Any, help_text: str) -> None:
     p.add_argument("--planes", default=None, help="planes the sender uses, e.g. 0,2")
     p.add_argument("--encoding", choices=("usid", "srh"), default="usid")
     p.add_argument("--cc", default="nscc", help="congestion control: nscc or fixed")
+    p.add_argument(
+        "--cc-scope",
+        choices=("plane", "connection"),
+        default="plane",
+        help="a window per plane (default) or one for the connection (UET)",
+    )
     p.add_argument("--scheduler", default="random", help="spraying scheduler: random, rr, reps")
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")
     p.add_argument("--lab", metavar="LAB", help="lab name (default: the lab this host is in)")
@@ -258,6 +264,7 @@ def _config(args: argparse.Namespace, provider: Any) -> Any:
         mss=mss,
         ev_count=args.evs,
         cc=args.cc,
+        cc_scope=args.cc_scope,
         scheduler=args.scheduler,
         nic_rate_bps=nic_rate,
         host_delay=host_delay,
@@ -478,6 +485,7 @@ def _start_doc(
             "paths": len(paths),
             "encoding": args.encoding,
             "cc": cfg.cc,
+            "cc_scope": cfg.cc_scope,
             "scheduler": cfg.scheduler,
             "mss": cfg.mss,
             "codec": wire.BACKEND,
@@ -719,6 +727,8 @@ def _passthrough(args: argparse.Namespace) -> list[str]:
         str(args.evs),
         "--cc",
         args.cc,
+        "--cc-scope",
+        args.cc_scope,
         "--scheduler",
         args.scheduler,
     ]
