@@ -6,7 +6,7 @@ plane's port queue standing many base RTTs deep, so RTTs differ across planes by
 queue while packets on one plane stay in order. One path of that deep plane then drops
 everything, silently, both ways. MRC must find the lost packets by the RTT of the plane they
 were on (not by a window over all planes) and resend them where they arrive soonest:
-measured, the receiver's in-order delivery stalls for 0.8-1.3 of the deep plane's RTTs
+measured, the receiver's in-order delivery stalls for 0.6-1.0 of the deep plane's RTTs
 (a hole on the deep plane is found one deep RTT after its send at the earliest, and
 healthy delivery already waits ~0.8 deep RTT on that plane's packets: the deep plane's
 RTT is what bounds the stall). Without a fault the same load must not be
