@@ -182,7 +182,8 @@ def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
         "    p = _PacketTwin()",
         "    p.path = path",
         "    p.header = h",
-        f"    p.payload = buf[off + {body.size}:]",
+        # C rejected trailing bytes after a control header (MRC_E_TRAILING)
+        f"    p.payload = buf[off + {body.size}:]" if cls is DataHeader else "    p.payload = b''",
         "    p.__class__ = _Packet",
         "    return p",
     ]
@@ -294,6 +295,13 @@ class _Scratch(threading.local):
 
 _scratch = _Scratch()
 
+# The per-packet C entry points and ffi.unpack, bound once: an attribute lookup on the cffi
+# lib or ffi object costs about as much as a dict lookup, on every packet.
+_c_encode_data = lib.mrc_encode_data
+_c_encode_sack = lib.mrc_encode_sack
+_c_decode_l4 = lib.mrc_decode_l4
+_ffi_unpack = ffi.unpack
+
 
 def _check_header(kind: type[Any], header: Header, payload: Buffer) -> None:
     """The reference's argument checks, in its order (codec.encode)."""
@@ -343,14 +351,14 @@ def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
     try:
         if kind is DataHeader:
             h: Any = header
-            length = lib.mrc_encode_data(
+            length = _c_encode_data(
                 buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
                 h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
                 payload if type(payload) is bytes else ffi.from_buffer(payload), len(payload),
             )  # fmt: skip
         else:
             s: Any = header
-            length = lib.mrc_encode_sack(
+            length = _c_encode_sack(
                 buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
                 s.cum_psn, s.sack_base, s.bitmap, s.ev, s.ts, s.ooo_count, s.rwnd_penalty,
                 s.rwnd,
@@ -360,7 +368,7 @@ def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
     if length < 0:  # MRC_E_ARG: a wrong opcode, or an IPv6 payload over 65535 bytes
         _check_header(kind, header, payload)
         raise ValueError(f"{kind.__name__}: packet too long (IPv6 payload length > 65535)")
-    packet: bytes = ffi.unpack(buf, length)
+    packet: bytes = _ffi_unpack(buf, length)
     return packet
 
 
@@ -462,7 +470,7 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
     if type(buf) is not bytes:
         buf = bytes(buf)
     want = -1 if dport is None else dport if 0 <= dport <= 0xFFFF else 0x10000
-    l4 = lib.mrc_decode_l4(buf, len(buf), want)
+    l4 = _c_decode_l4(buf, len(buf), want)
     if l4 < 0:
         reason, message = _ERRORS[l4]
         raise BadPacket(reason, message)
