@@ -7,7 +7,7 @@ receiver sees it (uSID: destination shifted to the final one). Time is this thre
 time, not wall-clock time: on a shared machine, wall-clock time also counts the slices in
 which other processes ran instead of this one, which says nothing about either codec.
 
-    python bench/codec.py            # about 20 s
+    python bench/codec.py            # about 25 s
     python bench/codec.py --quick    # about 5 s, noisier
 """
 
