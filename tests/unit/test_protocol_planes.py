@@ -129,3 +129,28 @@ def test_a_full_plane_leaves_the_others_sending() -> None:
     conn.send_message(bytes(100_000), 0.0)
     out = conn.datagrams_to_send(0.001)
     assert data_planes(out) == {1: 8}
+
+
+def test_persistent_marks_on_one_plane_shrink_its_window_only() -> None:
+    """Below the delay target a mark only switches EVs, unless most of the plane's SACKs
+    are marked: then no EV of the plane is clean and its window decreases (DCTCP)."""
+    w = PlaneWindows(CFG, [0, 1])
+    w.on_rtt_sample(100e-6)
+    w.on_sack({0: 1000, 1: 1000}, 0, 100e-6, False, 0.0)
+    start = w.windows()
+    t = 0.0
+    for _ in range(8):  # a rare mark (the lab's 1%) changes nothing
+        t += 1e-3
+        w.on_sack({0: 1000}, 0, 100e-6, True, t)
+        for _ in range(40):
+            w.on_sack({0: 1000}, 0, 100e-6, False, t)
+    assert w.alpha[0] < 0.5
+    assert w.windows()[0] >= start[0]
+    for _ in range(60):  # every SACK of plane 0 marked, plane 1 clean
+        t += 1e-3
+        w.on_sack({0: 1000}, 0, 100e-6, True, t)
+        w.on_sack({1: 1000}, 1, 100e-6, False, t)
+    assert w.alpha[0] > 0.9
+    assert w.alpha[1] == 0.0
+    assert w.windows()[0] < 0.5 * start[0]
+    assert w.windows()[1] >= start[1]

@@ -33,6 +33,10 @@ class CongestionControl:
     def on_nack(self, nacked: int, now: float) -> None:
         """``nacked`` bytes were trimmed and NACKed."""
 
+    def on_plane_marked(self, alpha: float, now: float) -> None:
+        """ECN echoes keep coming for a fraction ``alpha`` of the SACKs on this window's
+        plane, so switching EVs inside the plane finds no clean path (cc/planes.py)."""
+
     def can_send(self, in_flight: int, size: int) -> bool:
         """Whether ``size`` more bytes fit in the window."""
         return in_flight + size <= max(self.window, self.cfg.mss)

@@ -10,6 +10,9 @@ timestamps) the lagging one. Each SACK falls in one quadrant:
 | yes | at/above        | multiplicative decrease, at most once per base RTT |
 | yes | below           | no change: the EV set already moved off the marked EV |
 
+With a window per plane (cc/planes.py), marks that persist on most of a plane's SACKs
+mean no clean EV is left in it: that plane's window decreases by alpha / 2 (DCTCP).
+
 Quick adapt (htsim): on a loss or a delay above 4 targets, at most once per base RTT, the
 window drops to the bytes delivered in the last base RTT. The window stays within
 [1 MSS, 1.5 BDP] (htsim MaxWnd).
@@ -73,6 +76,16 @@ class Nscc(CongestionControl):
         self._delay(rtt)
         self._have_rtt = False
         self.window = self.max_window()
+
+    def on_plane_marked(self, alpha: float, now: float) -> None:
+        """The plane's marks persist below the delay target: decrease by alpha / 2, at most
+        once per RTT (DCTCP's rule, RFC 8257 section 3.3; ours, for a window per plane:
+        htsim's "no change, just switch path" assumes a clean EV to switch to)."""
+        if now - self._last_md < self._rtt():
+            return
+        self.window = int(self.window * (1 - alpha / 2))
+        self._last_md = now
+        self._clamp()
 
     def on_loss(self, lost: int, now: float) -> None:
         self._quick_adapt(now)

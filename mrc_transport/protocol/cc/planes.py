@@ -23,6 +23,8 @@ from .base import CongestionControl
 from .nscc import Nscc
 
 SCOPES = ("plane", "connection")
+ALPHA_GAIN = 1 / 16  # DCTCP's g (RFC 8257 section 4.2)
+ALPHA_PERSISTENT = 0.5  # marked SACKs on a plane above which no EV of it is clean (ours)
 
 
 class PlaneWindows:
@@ -42,6 +44,8 @@ class PlaneWindows:
         """Bytes in flight per plane."""
         self.total = 0
         """Bytes in flight over all planes."""
+        self.alpha = dict.fromkeys(planes, 0.0)
+        """Per plane: moving average of the fraction of its SACKs that echoed ECN."""
 
     @property
     def window(self) -> int:
@@ -97,8 +101,19 @@ class PlaneWindows:
             mine = p == plane
             if n or (mine and ecn):
                 cc.on_ack(n, rtt if mine else None, ecn and mine, now)
+        if plane is not None:
+            self._marks(plane, ecn, now)
         if rtt is not None:
             self._share_base_rtt()
+
+    def _marks(self, plane: int, ecn: bool, now: float) -> None:
+        """NSCC answers a mark below the delay target by switching EVs only; when most of
+        a plane's SACKs echo ECN, every path of the plane is marked and the switch finds
+        none clean, so that plane's window decreases (ours: a mark means "busier than
+        the others", and the other planes are the others)."""
+        a = self.alpha[plane] = (1 - ALPHA_GAIN) * self.alpha[plane] + ALPHA_GAIN * ecn
+        if ecn and a > ALPHA_PERSISTENT:
+            self.cc[plane].on_plane_marked(a, now)
 
     def _share_base_rtt(self) -> None:
         """One base RTT for every plane: the least any plane saw.
