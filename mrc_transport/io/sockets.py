@@ -9,7 +9,8 @@ Receive: a plain UDP socket on ``[::]:port``. The kernel verifies the UDP checks
 the final destination, RFC 8200 8.1) and strips the SRH (hosts need seg6_enabled); what
 the protocol needs from the IPv6 header comes in control messages: IPV6_PKTINFO (the
 destination as it arrived), IPV6_TCLASS (ECN) and IPV6_FLOWINFO (the flow label, which
-carries the EV's low 16 bits; the source port carries the high 16).
+carries the EV's low 16 bits; the source port carries the high 16). The endpoint reads
+them a burst at a time with ``batchio.BurstReceiver`` (one recvmmsg, cmsgs parsed in C).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ IPV6_TCLASS = 67
 SIOCGIFMTU = 0x8921
 FLOW_LABEL_MASK = 0xFFFFF
 
-MAX_DATAGRAM = 65535
 SOCKET_BUFFER = 16 << 20
 ANC_SIZE = socket.CMSG_SPACE(20) + 2 * socket.CMSG_SPACE(4)
 
@@ -104,21 +104,6 @@ def parse_cmsgs(ancdata: list[tuple[int, int, bytes]]) -> tuple[bytes, int, int]
         elif kind == IPV6_FLOWINFO and len(data) >= 4:
             flow = int.from_bytes(data[:4], "big") & FLOW_LABEL_MASK
     return dst, tclass, flow
-
-
-def recv_datagrams(sock: socket.socket, limit: int) -> list[Datagram]:
-    """Up to ``limit`` waiting datagrams; an empty list when none is waiting (EAGAIN)."""
-    out: list[Datagram] = []
-    recvmsg = sock.recvmsg
-    for _ in range(limit):
-        try:
-            payload, anc, _flags, addr = recvmsg(MAX_DATAGRAM, ANC_SIZE, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            break
-        dst, tclass, flow = parse_cmsgs(anc)
-        src = socket.inet_pton(socket.AF_INET6, addr[0].partition("%")[0])
-        out.append(Datagram(payload, src, addr[1], dst, tclass, flow))
-    return out
 
 
 def interface_mtus() -> dict[str, int]:
