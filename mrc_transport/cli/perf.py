@@ -525,7 +525,10 @@ def _end_doc(
         for p in snd.get("planes", []):
             acc = planes.setdefault(p["plane"], {k: 0 for k in p if k not in ("plane", "up")})
             for k in acc:
-                acc[k] += int(p.get(k, 0))
+                if k == "marked":  # a fraction: the most marked stream's
+                    acc[k] = max(acc[k], float(p.get(k, 0.0)))
+                else:
+                    acc[k] += int(p.get(k, 0))
         evs += [{"stream": i, **e} for e in snd.get("evs", [])]
         out_streams.append(
             {

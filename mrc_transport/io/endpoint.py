@@ -29,8 +29,9 @@ every later one for the same port wait in that port's backlog and are retried af
 few packet times. The core hears the port is busy (``Endpoint.port_busy``) and sprays on
 the other ports meanwhile, paced at their rate; only when every port is busy (or the
 socket buffer is full) does it get no new burst. A port shared with other traffic thus
-costs the connection that port's lost share, not the same share of every port. ENETUNREACH (a port that is down) is told to the core
-(``send_failed``), which retires that port's EVs and resends the packet on another plane.
+costs the connection that port's lost share, not the same share of every port.
+ENETUNREACH (a port that is down) is told to the core (``send_failed``), which retires
+that port's EVs and resends the packet on another plane.
 
 Graceful shutdown: ``aclose(grace)`` closes every connection and waits for their ends
 at most ``grace`` seconds, then cancels the nursery. Ctrl-C cancels it at once.

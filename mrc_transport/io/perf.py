@@ -148,6 +148,8 @@ def conn_report(handle: ConnHandle) -> dict[str, Any]:
                 "acked": pc.acked,
                 "ecn": pc.ecn,
                 "lost": pc.lost,
+                "window": pc.window,
+                "marked": round(pc.marked, 3),
             }
         )
     evs = [

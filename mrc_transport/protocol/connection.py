@@ -274,8 +274,13 @@ class Connection:
         return bool(self._events)
 
     def plane_counters(self) -> dict[int, PlaneCounters]:
-        """Per-plane counters."""
-        return self.evs.plane_counters()
+        """Per-plane counters, with each plane's window and marked fraction."""
+        out = self.evs.plane_counters()
+        windows = self.cc.windows()
+        for plane, pc in out.items():
+            pc.window = windows.get(plane, 0)
+            pc.marked = self.cc.alpha.get(plane, 0.0)
+        return out
 
     # -- setup and close ------------------------------------------------------------------
     def _common(self, opcode: Opcode, flags: Flags = Flags.NONE) -> Common:

@@ -166,6 +166,10 @@ class PlaneCounters:
     """ECN echoes."""
     lost: int = 0
     """Packets declared lost."""
+    window: int = 0
+    """Congestion window of the plane, bytes (the connection's with one window)."""
+    marked: float = 0.0
+    """Moving average of the ECN echoes among the SACKs its packets triggered."""
     evs: list[int] = field(default_factory=list)
     """Values of the plane's active EVs."""
 
@@ -206,6 +210,9 @@ class EvSet:
         """Smoothed RTT (the sender keeps both up to date)."""
         self.ports_down: dict[int, float] = {}
         """Planes whose local port refused a send -> when to probe that port next."""
+        self.plane_marked: dict[int, float] = {}
+        """Per plane: the moving average of its SACKs' ECN echoes (the sender's windows
+        keep it, cc/planes.py); the default scheduler weighs planes by it."""
         self.window_full: set[int] = set()
         """Planes whose congestion window has no room for the next packet (the sender
         sets it before each pick: cc/planes.py)."""

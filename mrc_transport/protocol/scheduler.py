@@ -59,7 +59,7 @@ class RandomScheduler(Scheduler):
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        self._credit: dict[int, int] = {}
+        self._credit: dict[int, float] = {}
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
         mine = self._plane(evs)
@@ -82,11 +82,15 @@ class RandomScheduler(Scheduler):
         return mine
 
     def _turn(self, evs: EvSet, full: Collection[int], busy: Collection[int]) -> list[Ev]:
-        credit, best, best_credit, total = self._credit, -1, 0, 0
+        credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
+        marked = evs.plane_marked
         for plane in evs.planes:
-            weight = len(evs.usable_in(plane))
-            if not weight or plane in full or plane in busy:
+            n = len(evs.usable_in(plane))
+            if not n or plane in full or plane in busy:
                 continue
+            # a plane whose SACKs are mostly marked has no clean EV left to skip to:
+            # its weight falls with the marked fraction (cc/planes.py; ours)
+            weight = n * (1.0 - marked.get(plane, 0.0))
             total += weight
             c = credit[plane] = credit.get(plane, 0) + weight
             if best < 0 or c > best_credit:

@@ -127,6 +127,8 @@ class Sender:
         conn: int,
     ) -> None:
         self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
+        if cc.per_plane:
+            evs.plane_marked = cc.alpha  # one dict: the scheduler reads what the SACKs set
         self.counters, self._emit, self.conn = counters, emit, conn
         self.mss = cfg.mss
         self.dst_conn = 0

@@ -79,12 +79,15 @@ class Nscc(CongestionControl):
 
     def on_plane_marked(self, alpha: float, now: float) -> None:
         """The plane's marks persist below the delay target: decrease by alpha / 2, at most
-        once per RTT (DCTCP's rule, RFC 8257 section 3.3; ours, for a window per plane:
-        htsim's "no change, just switch path" assumes a clean EV to switch to)."""
-        if now - self._last_md < self._rtt():
-            return
-        self.window = int(self.window * (1 - alpha / 2))
-        self._last_md = now
+        once per RTT (DCTCP's rule, RFC 8257 section 3.3), and stay within (1 - alpha) of
+        the largest window (ours, for a window per plane: htsim's "no change, just switch
+        path" assumes a clean EV to switch to, and the increase the plane's clean SACKs
+        give would otherwise undo the decrease within the RTT)."""
+        cap = int((1 - alpha) * self.max_window())
+        if now - self._last_md >= self._rtt():
+            self.window = int(self.window * (1 - alpha / 2))
+            self._last_md = now
+        self.window = min(self.window, cap)
         self._clamp()
 
     def on_loss(self, lost: int, now: float) -> None:
