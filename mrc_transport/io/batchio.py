@@ -21,8 +21,8 @@ so does a missing C extension. ``BACKEND`` says which one is in use.
 
 from __future__ import annotations
 
-import errno
 import itertools
+import operator
 import os
 import socket
 import struct
@@ -165,13 +165,18 @@ def py_recv_batch_from(
     return _py_recv(sock, buf, max_pkts, slot_size, True)
 
 
+def _check_raw6(buf: Buffer, offsets: Sequence[int]) -> int:
+    count = _check_batch(buf, offsets, None)
+    if count and min(map(operator.sub, offsets[1:], offsets[:-1])) < IPV6_DST.stop:
+        raise ValueError("a packet is shorter than an IPv6 header")
+    return count
+
+
 def py_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> int:
     """Send complete IPv6 packets ``buf[offsets[i]:offsets[i + 1]]`` through a raw
     (IPPROTO_RAW) socket, each to its own header's destination; return how many went out."""
-    count = _check_batch(buf, offsets, None)
+    count = _check_raw6(buf, offsets)
     view = memoryview(buf)
-    if any(offsets[i + 1] - offsets[i] < IPV6_DST.stop for i in range(count)):
-        raise ValueError("a packet is shorter than an IPv6 header")
     for i in range(count):
         data = view[offsets[i] : offsets[i + 1]]
         host = socket.inet_ntop(socket.AF_INET6, data[IPV6_DST])
@@ -377,14 +382,12 @@ def c_recv_batch_from(
 def c_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> int:
     """``py_send_raw6`` with one ``sendmmsg`` per 64 packets (csrc/mrc_io.c)."""
     _require_c()
-    count = _check_batch(buf, offsets, None)
+    count = _check_raw6(buf, offsets)
     if count == 0:
         return 0
     rc = _lib.mrc_send_raw6(
         sock.fileno(), _ffi.from_buffer(buf), _ffi.new("uint32_t[]", offsets), count, 0
     )
-    if rc == -errno.EINVAL:
-        raise ValueError("a packet is shorter than an IPv6 header")
     if rc < 0:
         _raise_errno(rc)
     return int(rc)
