@@ -10,8 +10,8 @@ clock translation. From them, per fault and per flow:
   deliveries, so a flow that never delivers again has an open-ended stall running to
   ``t_stop`` (a lower bound), and a fault before the first delivery counts from
   ``t_begin``.
-- recovery: the time from t_start until goodput, in ``bin_s`` bins, stays at or above
-  ``fraction`` (90%, issue 6) of the capacity that survives for ``hold_bins`` bins in a row.
+- recovery: the time from t_start until goodput, averaged over ``hold_bins`` bins of
+  ``bin_s``, is back at or above ``fraction`` (90%, issue 6) of the capacity that survives.
   The surviving capacity is the healthy pre-fault goodput times a fraction the caller gives
   (e.g. paths alive / paths before: the paper's "one T0-T1 link lost costs 1/N of the
   capacity", mrc-protocol-notes.md). The healthy goodput is measured over the last
@@ -296,23 +296,26 @@ def recovery_time(
     series: Goodput, t_fault: float, target_bps: float, hold_bins: int, t_limit: float
 ) -> float | None:
     """Seconds from t_fault to the start of the first bin (at or after the fault's bin, and
-    starting no later than t_limit) that begins hold_bins full bins at or above target_bps;
-    0 when goodput never dropped below it. None when that never happens."""
+    starting no later than t_limit) from which the mean goodput over hold_bins full bins is
+    at or above target_bps; 0 when it never dropped below. None when that never happens.
+
+    A mean, not every bin: a userspace receiver on a shared machine is descheduled for
+    milliseconds at a time and hands over its deliveries in bursts, so 10 ms bins of a
+    steady 220 Mbit/s transfer swing between 100 and 450 Mbit/s (measured in the failover
+    demo), and "every bin of a run above 90%" measured that jitter, not the recovery."""
     if hold_bins < 1:
         raise ValueError("hold_bins must be at least 1")
     first = max(0, math.floor((t_fault - series.t0) / series.bin_s))
-    start, run = first, 0
-    for i in range(first, len(series.bps)):
-        if series.bps[i] < target_bps:
-            run = 0
-            continue
-        if run == 0:
-            if series.bin_start(i) > t_limit:
-                return None  # a run would start too late to count for this fault
-            start = i
-        run += 1
-        if run == hold_bins:
-            return max(0.0, series.bin_start(start) - t_fault)
+    bps = series.bps
+    window = sum(bps[first : first + hold_bins])
+    need = target_bps * hold_bins
+    for i in range(first, len(bps) - hold_bins + 1):
+        if i > first:
+            window += bps[i + hold_bins - 1] - bps[i - 1]
+        if series.bin_start(i) > t_limit:
+            return None  # recovery would start too late to count for this fault
+        if window >= need * (1 - 1e-12):
+            return max(0.0, series.bin_start(i) - t_fault)
     return None
 
 
@@ -338,7 +341,7 @@ class Params:
     fraction: float = 0.9
     """Recovered = goodput back to this fraction of the surviving capacity."""
     hold_bins: int = 5
-    """...for this many bins in a row."""
+    """...as the mean of this many bins (``recovery_time``)."""
 
 
 def analyse(
