@@ -1,7 +1,10 @@
 """MRC goodput beside iperf3 on the same host pair, in the same run; ratios printed.
 
 (a) unshaped links (tbf far above what a core can push), two hosts in different racks:
-    one MRC connection (`mrc perf`) vs one iperf3 TCP stream and iperf3 UDP -b 0, plus
+    one MRC connection (`mrc perf`) vs one iperf3 TCP stream and iperf3 UDP -b 0, and the
+    raw-socket floor (prebuilt MRC packets sent with batchio.send_raw6 as fast as one core
+    can, drained by a BurstReceiver: what a userspace MRC sender pays without protocol or
+    per-packet Python, so the most MRC's endpoint could reach here), plus
     CPU seconds per delivered gigabit (both ends: every process is our child; MRC's
     includes two Python start-ups, ~0.6 s each). ``--repeat N`` runs the three N times,
     interleaved, and reports medians; each run also says how many CPUs were busy outside
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
 import statistics
@@ -143,6 +147,81 @@ def iperf3(
     return float(end["sum_received"]["bits_per_second"]), cpu
 
 
+FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endpoint's
+FLOOR_BURST = 16  # packets per send_raw6 call, as the endpoint's bursts (IO_MAX_BURST)
+
+
+def _blast(lab: str, src: str, dst: str, seconds: float) -> None:
+    """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
+    ``send_raw6`` as fast as one core can; print the sender's CPU seconds."""
+    from mrc_transport.io import batchio
+    from mrc_transport.io.endpoint import default_mss, path_header
+    from mrc_transport.io.paths import LabPaths
+    from mrc_transport.io.sockets import open_tx
+    from mrc_transport.wire.frames import DSCP_DATA, Common, DataHeader, Flags, Opcode
+
+    paths = LabPaths(lab, src).paths_to(dst)
+    payload = os.urandom(default_mss("usid"))
+    common = Common(Opcode.WRITE_MIDDLE, Flags.NONE, 1, 2)
+    enc = batchio.BurstEncoder(FLOOR_BURST, 9100)
+    for i in range(FLOOR_BURST):
+        ph = path_header(paths[i % len(paths)], 0x10000 + i, DSCP_DATA, "usid", FLOOR_PORT)
+        enc.add(ph, DataHeader(common, i, 0, 0, 1 << 30, 0), payload)
+    tx = open_tx()
+    c0, t0 = time.process_time(), time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if enc.send(tx) < FLOOR_BURST:
+            time.sleep(0)  # the socket buffer is full: let the kernel drain it
+    print(json.dumps({"cpu": time.process_time() - c0}))
+
+
+def _drain(seconds: float) -> None:
+    """(in dst's namespace) Receive the floor's packets for ``seconds`` after the first;
+    print the UDP payload bytes received and this process's CPU seconds."""
+    import select
+
+    from mrc_transport.io import batchio
+    from mrc_transport.io.sockets import open_rx
+
+    rx = open_rx(FLOOR_PORT)
+    burst = batchio.BurstReceiver(256, 9000)
+    print("ready", flush=True)
+    nbytes, t_end, c0 = 0, math.inf, 0.0
+    while time.monotonic() < t_end:
+        if not select.select([rx], [], [], 1.0)[0] and t_end == math.inf:
+            continue
+        got = burst.recv(rx)
+        if got and t_end == math.inf:
+            t_end, c0 = time.monotonic() + seconds, time.process_time()
+        nbytes += sum(m[0] for m in got)
+    print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0}))
+
+
+def floor(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
+    """(goodput bit/s, CPU seconds of both ends) of raw-socket sends alone: the IO a
+    userspace MRC sender cannot avoid, without protocol or per-packet Python."""
+    me = [sys.executable, os.path.abspath(__file__)]
+    drain = subprocess.Popen(
+        ["ip", "netns", "exec", namespace(lab, dst), *me, "--drain", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert drain.stdout is not None
+        drain.stdout.readline()  # "ready": the socket is bound
+        blast = subprocess.run(
+            ["ip", "netns", "exec", namespace(lab, src), *me, "--blast", lab, src, dst,
+             str(seconds + 1)],
+            capture_output=True, text=True, check=True, timeout=seconds + 30,
+        )  # fmt: skip
+        got = json.loads(drain.communicate(timeout=30)[0])
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+            drain.wait()
+    return got["bytes"] * 8 / seconds, got["cpu"] + json.loads(blast.stdout)["cpu"]
+
+
 def _g(bps: float) -> str:
     return f"{bps / 1e9:6.3f} Gbit/s"
 
@@ -166,29 +245,34 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     )
     lab = "bp" + uuid.uuid4().hex[:6]
     src, dst = "h0", "h1"  # different racks
-    runs: dict[str, list[Run]] = {"mrc": [], "tcp": [], "udp": []}
+    runs: dict[str, list[Run]] = {"mrc": [], "tcp": [], "udp": [], "floor": []}
     print(f"(a) unshaped, {src} -> {dst} (different racks), {seconds:g} s each")
     try:
         up(topo, lab)
-        for i in range(repeat):  # interleaved, so a busy spell hits all three alike
+        for i in range(repeat):  # interleaved, so a busy spell hits all four alike
             m = measure(lambda: mrc(lab, src, dst, seconds))
             t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
             u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
-            for key, run in zip(runs, (m, t, u), strict=True):
+            f = measure(lambda: floor(lab, src, dst, seconds))
+            for key, run in zip(runs, (m, t, u, f), strict=True):
                 runs[key].append(run)
             if repeat > 1:
                 print(f"  run {i + 1}: MRC {_g(m.bps)}  TCP {_g(t.bps)}  UDP {_g(u.bps)}  "
-                      f"MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
-                      f"{max(m.others, t.others, u.others):.1f} CPUs)")  # fmt: skip
+                      f"floor {_g(f.bps)}  MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
+                      f"{max(m.others, t.others, u.others, f.others):.1f} CPUs)")  # fmt: skip
     finally:
         down(lab)
     if repeat > 1:
         print(f"  medians of {repeat} runs:")
-    (m_bps, m_cpu), (t_bps, t_cpu), (u_bps, u_cpu) = (_median(runs[k], seconds) for k in runs)
+    (m_bps, m_cpu), (t_bps, t_cpu), (u_bps, u_cpu), (f_bps, f_cpu) = (
+        _median(runs[k], seconds) for k in runs
+    )
     others = max(r.others for rs in runs.values() for r in rs)
     print(f"    MRC, 1 connection      {_g(m_bps)}   CPU {m_cpu:6.2f} s/Gbit")
     print(f"    iperf3 TCP, 1 stream   {_g(t_bps)}   CPU {t_cpu:6.2f} s/Gbit")
     print(f"    iperf3 UDP -b 0        {_g(u_bps)}   CPU {u_cpu:6.2f} s/Gbit")
+    print(f"    raw-socket floor       {_g(f_bps)}   CPU {f_cpu:6.2f} s/Gbit   (prebuilt "
+          f"packets, send_raw6, no protocol: {f_bps / u_bps:.2f}x iperf3 UDP)")  # fmt: skip
     ratios = [a.bps / b.bps for a, b in zip(runs["mrc"], runs["udp"], strict=True)]
     tcp_ratios = [a.bps / b.bps for a, b in zip(runs["mrc"], runs["tcp"], strict=True)]
     print(f"    MRC / iperf3 UDP = {statistics.median(ratios):.3f}   (target >= 0.5)")
@@ -228,7 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--only", choices=("unshaped", "shaped"), default=None)
     ap.add_argument("--repeat", type=int, default=1, help="(a): interleaved runs, medians")
+    ap.add_argument("--blast", nargs=4, help=argparse.SUPPRESS)  # floor: LAB SRC DST SECONDS
+    ap.add_argument("--drain", type=float, help=argparse.SUPPRESS)  # floor: SECONDS
     args = ap.parse_args(argv)
+    if args.blast:
+        _blast(args.blast[0], args.blast[1], args.blast[2], float(args.blast[3]))
+        return 0
+    if args.drain is not None:
+        _drain(args.drain)
+        return 0
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
     if args.only != "shaped":
