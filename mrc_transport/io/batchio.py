@@ -15,6 +15,12 @@ csrc/mrc_fast.c, the pure-Python twin with a loop of ``sendto``/``recv_into``):
 * A datagram larger than its slot is cut to ``slot_size`` bytes, like ``recv(2)``; size the
   slots to the MTU and the decoder rejects what is left of a cut packet.
 
+What the endpoint uses per packet (csrc/mrc_io.c, the same contract): ``BurstReceiver``
+receives a burst into reusable slots with each datagram's path information (IPV6_PKTINFO,
+IPV6_TCLASS, IPV6_FLOWINFO, source) as one fixed-size record, ``send_raw6`` sends complete
+IPv6 packets each to its own header's destination, and ``BurstEncoder`` encodes a transmit
+burst straight into one reusable buffer for it.
+
 ``MRC_PUREPYTHON=1`` selects the Python twin, as for the codecs (mrc_transport/wire), and
 so does a missing C extension. ``BACKEND`` says which one is in use.
 """
