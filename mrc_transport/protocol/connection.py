@@ -209,10 +209,13 @@ class Connection:
         another plane: data as a retransmission, control as it was; an unanswered probe
         is what probing is for (ours; the paper's NIC port loss)."""
         self.counters.send_failed += 1
-        self.evs.port_down(tx.path, now)
         port = tx.path.plane  # a NIC port is a plane (srv6/path.py)
+        first = port not in self.evs.ports_down
+        self.evs.port_down(tx.path, now)
         if not any(e.plane != port for e in self.evs.usable):
             return  # every port is down (or the floor held): the RTO and retries go on
+        if first:
+            self.sender.port_down(port)
         h = tx.header
         if isinstance(h, frames.DataHeader):
             self.sender.send_failed(h.psn, tx.ev)

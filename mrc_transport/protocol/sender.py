@@ -526,6 +526,22 @@ class Sender:
         self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
 
+    def port_down(self, plane: int) -> None:
+        """The local port of ``plane`` went down: the packets in its queue died with it, so
+        every packet in flight on the plane is resent at once rather than found lost one
+        plane-RTT later (ours; in the demo that plane's queue, shared with TCP, held ~20 ms).
+        Some had left the port already: the receiver drops those duplicates. No EV is
+        blamed and the window stays, as for ``send_failed``."""
+        pr = self.planes.get(plane)
+        if pr is None:
+            return
+        for seq, pkt in pr.order:
+            if self._current(seq, pkt):
+                pkt.lost = True
+                self.cc.gone(plane, pkt.length)
+                heapq.heappush(self._rtx, pkt.psn)
+        pr.order.clear()
+
     # -- NACK ---------------------------------------------------------------------------
     def on_nack(self, h: frames.NackHeader, now: float) -> None:
         """A trimmed packet: SKIP its EV and resend at once; others: resend."""

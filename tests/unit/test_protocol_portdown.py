@@ -103,12 +103,17 @@ def test_a_refused_data_packet_on_an_old_transmission_is_ignored() -> None:
     fabric, conn, _ = established()
     now = fabric.now
     conn.send_message(bytes(4 * CFG.mss), now)
-    tx = next(t for t in conn.datagrams_to_send(now) if t.path.plane == DEAD)
+    out = conn.datagrams_to_send(now)
+    dead = [t for t in out if t.path.plane == DEAD]
+    tx = dead[0]
     conn.send_failed(tx, now)
     conn.send_failed(tx, now)  # reported twice: resent once
-    [resent] = [t for t in conn.datagrams_to_send(now) if t.header.common.flags & Flags.RTX]
-    assert resent.header == dataclasses.replace(
-        tx.header, common=dataclasses.replace(tx.header.common, flags=resent.header.common.flags)
+    resent = [t for t in conn.datagrams_to_send(now) if t.header.common.flags & Flags.RTX]
+    # the port's queue died with it: every packet out on that plane goes again, once
+    assert [psn(t) for t in resent] == [psn(t) for t in dead]
+    assert all(t.path.plane != DEAD for t in resent)
+    assert resent[0].header == dataclasses.replace(
+        tx.header, common=dataclasses.replace(tx.header.common, flags=resent[0].header.common.flags)
     )
     conn.send_failed(tx, now)  # the first transmission again, late: its resend is out
     assert conn.datagrams_to_send(now) == []
