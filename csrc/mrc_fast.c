@@ -594,6 +594,15 @@ int mrc_decode_l4(const char *buf, size_t len, int dport)
     return rc < 0 ? rc : (int)d.l4_off;
 }
 
+int mrc_decode_mrc(const char *buf, size_t len)
+{
+    struct cursor c = {(const uint8_t *)buf, 0, len};
+    struct mrc_decoded d;
+    memset(&d, 0, sizeof(d));
+    int rc = decode_mrc(&c, &d);
+    return rc < 0 ? rc : (int)d.payload_off;
+}
+
 /* ---------------------------------------------------------------- batched socket IO */
 
 static void to_sockaddr(struct sockaddr_in6 *sa, const struct mrc_addr6 *a)

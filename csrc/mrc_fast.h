@@ -156,6 +156,11 @@ int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out);
  * themselves: returns the offset of the UDP header, or a negative mrc_err. */
 int mrc_decode_l4(const char *buf, size_t len, int dport);
 
+/* The MRC header and payload of a UDP payload the kernel delivered (IPv6, SRH and UDP
+ * already checked by it): the same MRC checks as mrc_decode, in its order. Returns the
+ * offset of the data payload (12 + the body length), or a negative mrc_err. */
+int mrc_decode_mrc(const char *buf, size_t len);
+
 /* A destination for mrc_send_batch (converted to sockaddr_in6 in C). */
 struct mrc_addr6 {
     uint8_t addr[16];

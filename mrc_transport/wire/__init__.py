@@ -72,10 +72,7 @@ else:
     encode = _impl.encode
     decode_untrusted = _impl.decode_untrusted
     encode_data_batch = _impl.encode_data_batch
-    # The C backend may not have it yet: the reference parses a UDP payload quickly enough.
-    decode_datagram_untrusted = getattr(
-        _impl, "decode_datagram_untrusted", codec.decode_datagram_untrusted
-    )
+    decode_datagram_untrusted = _impl.decode_datagram_untrusted
 
 __all__ = [
     "BACKEND",

@@ -49,6 +49,7 @@ from mrc_transport.wire.frames import (
 
 __all__ = [
     "BadPacket",
+    "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",
     "encode_data_batch",
@@ -300,6 +301,7 @@ _scratch = _Scratch()
 _c_encode_data = lib.mrc_encode_data
 _c_encode_sack = lib.mrc_encode_sack
 _c_decode_l4 = lib.mrc_decode_l4
+_c_decode_mrc = lib.mrc_decode_mrc
 _ffi_unpack = ffi.unpack
 
 
@@ -482,3 +484,55 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
     path = _paths.get(buf[: l4 + 4]) or _new_path(buf, l4)
     decode: Callable[..., Packet] = _DECODERS[buf[off + 1]]
     return decode(path, common, buf, off + 12)
+
+
+_dgram_paths: dict[tuple[bytes, bytes, int, int, int, int], PathHeader] = {}
+
+
+def _datagram_path(
+    src: bytes, dst: bytes, sport: int, dport: int, tclass: int, flow_label: int
+) -> PathHeader:
+    """The PathHeader of a kernel-delivered datagram (codec.decode_datagram_untrusted),
+    interned by its arguments when they are hashable (a connection sees few paths)."""
+    path = PathHeader(
+        src=src,
+        dst=dst,
+        ev=sport << 16 | (flow_label & 0xFFFF),
+        dscp=(tclass >> 2) & 0x3F,
+        ecn=_ECNS[tclass & 3],
+        dport=dport,
+    )
+    if type(src) is bytes and type(dst) is bytes:
+        if len(_dgram_paths) >= _CACHE_LIMIT:
+            _dgram_paths.clear()
+        _dgram_paths[(src, dst, sport, dport, tclass, flow_label)] = path
+    return path
+
+
+def decode_datagram_untrusted(
+    payload: Buffer,
+    *,
+    src: bytes,
+    dst: bytes,
+    sport: int,
+    dport: int,
+    tclass: int,
+    flow_label: int,
+) -> Packet:
+    """Parse the MRC header of a UDP payload a kernel socket delivered; raises BadPacket
+    (codec.decode_datagram_untrusted: the kernel checked IPv6, the SRH and the checksum)."""
+    # One copy out of the (reused) receive slot; every slice below is then a bytes object.
+    buf = payload if type(payload) is bytes else bytes(payload)
+    off = _c_decode_mrc(buf, len(buf))
+    if off < 0:
+        reason, message = _ERRORS[off]
+        raise BadPacket(reason, message)
+    # C checked every length and value: read the fields out, through the interned objects
+    common = _commons.get(buf[1:12]) or _new_common(buf, 0)
+    path = None
+    if type(src) is bytes and type(dst) is bytes:
+        path = _dgram_paths.get((src, dst, sport, dport, tclass, flow_label))
+    if path is None:
+        path = _datagram_path(src, dst, sport, dport, tclass, flow_label)
+    decode: Callable[..., Packet] = _DECODERS[buf[1]]
+    return decode(path, common, buf, 12)

@@ -319,6 +319,118 @@ def test_mutated_packets(
     assert_same_parse(bytes(packet))
 
 
+# ------------------------------------------------------------------ kernel-delivered datagrams
+
+tclasses = st.integers(0, 0xFF)
+flow_labels = st.integers(0, 0xFFFFF)
+
+
+def assert_same_datagram_parse(payload: bytes, meta: dict[str, Any]) -> Outcome:
+    """Both backends on one UDP payload, as bytes and as a memoryview into a larger
+    writable buffer (what the endpoint's receive slots hand over)."""
+    expected = outcome(codec.decode_datagram_untrusted, payload, **meta)
+    got = outcome(fast.decode_datagram_untrusted, payload, **meta)
+    slot = bytearray(payload) + b"\xee" * 7
+    from_slot = outcome(fast.decode_datagram_untrusted, memoryview(slot)[: len(payload)], **meta)
+    slot[:] = b"\0" * len(slot)  # the slot is reused: the parse must not share its bytes
+    for result in (got, from_slot):
+        assert result == expected
+        assert field_types(result) == field_types(expected)
+    return got
+
+
+@st.composite
+def metas(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "src": draw(addresses), "dst": draw(addresses), "sport": draw(u16), "dport": draw(u16),
+        "tclass": draw(tclasses), "flow_label": draw(flow_labels),
+    }  # fmt: skip
+
+
+def udp_payload(header: Header, payload: bytes) -> bytes:
+    """The MRC header and payload as the kernel's UDP socket delivers them."""
+    path = PathHeader(src=bytes(16), dst=bytes(16))
+    return codec.encode(path, header, payload)[48:]
+
+
+@SETTINGS
+@given(frames(), metas())
+def test_identical_datagram_parses(
+    frame: tuple[PathHeader, Header, bytes], meta: dict[str, Any]
+) -> None:
+    _, header, payload = frame
+    result = assert_same_datagram_parse(udp_payload(header, payload), meta)
+    overflow = isinstance(header, DataHeader) and header.msg_offset + len(payload) > header.msg_len
+    if overflow:
+        assert result == ("BadPacket", "bad_message")
+    if isinstance(result, Packet):
+        assert result.header == header
+        assert result.payload == payload
+
+
+@SETTINGS
+@given(st.binary(max_size=120), metas())
+def test_arbitrary_datagrams(buf: bytes, meta: dict[str, Any]) -> None:
+    assert_same_datagram_parse(buf, meta)
+    # past the version byte, to reach the opcode and body checks
+    assert_same_datagram_parse(b"\x01" + buf, meta)
+
+
+@SETTINGS
+@given(
+    frames(),
+    metas(),
+    st.lists(st.tuples(st.integers(0, 10_000), u8), min_size=1, max_size=4),
+    st.sampled_from(["flip", "truncate", "extend"]),
+)
+def test_mutated_datagrams(
+    frame: tuple[PathHeader, Header, bytes],
+    meta: dict[str, Any],
+    edits: list[tuple[int, int]],
+    how: str,
+) -> None:
+    _, header, payload = frame
+    datagram = bytearray(udp_payload(header, payload))
+    if how == "truncate":
+        del datagram[edits[0][0] % len(datagram) :]
+    elif how == "extend":
+        datagram += bytes(value for _, value in edits)
+    else:
+        for position, value in edits:
+            datagram[position % len(datagram)] = value
+    assert_same_datagram_parse(bytes(datagram), meta)
+
+
+def test_datagram_reasons_are_shared() -> None:
+    """Every MRC-header reason a datagram can have, named the same by both backends."""
+    data = DataHeader(Common(Opcode.WRITE_ONLY, Flags.TS, 1, 2), 0, 0, 0, 3, 0)
+    good = udp_payload(data, b"abc")
+    ack = udp_payload(SackHeader(Common(Opcode.ACK, Flags.NONE, 1, 2), 0, 0, 0, 0, 0, 0, 0, 0), b"")
+    nack = udp_payload(
+        NackHeader(Common(Opcode.NACK, Flags.NONE, 1, 2), 0, NackReason(1), 0, 0), b""
+    )
+    meta = {"src": b"\x0a" * 16, "dst": b"\x0b" * 16, "sport": 1, "dport": 2,
+            "tclass": 0, "flow_label": 0}  # fmt: skip
+
+    def patched(base: bytes, at: int, value: int) -> bytes:
+        return base[:at] + bytes([value]) + base[at + 1 :]
+
+    cases = {
+        good[:5]: "truncated",
+        patched(good, 0, 2): "bad_version",
+        patched(good, 1, 0xEE): "unknown_opcode",
+        patched(good, 2, 0x80): "bad_field",
+        good[:20]: "truncated",
+        ack + b"x": "bad_length",
+        patched(ack, 12 + 15, 1): "bad_field",  # an ACK with a bitmap bit
+        patched(nack, 12 + 4, 0xEE): "bad_field",  # NACK reason
+        good + b"x": "bad_message",
+    }
+    for datagram, reason in cases.items():
+        assert assert_same_datagram_parse(datagram, meta) == ("BadPacket", reason)
+    assert isinstance(assert_same_datagram_parse(good, meta), Packet)
+
+
 def test_every_reason_is_reachable_and_shared() -> None:
     """One hand-made packet per BadPacket reason; both backends name it the same."""
     path = PathHeader(src=b"\x0a" * 16, dst=b"\x0b" * 16)
