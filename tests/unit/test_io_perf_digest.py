@@ -1,0 +1,151 @@
+"""The `mrc perf` integrity digest: the sender's cached per-body digests give the digest
+the receiver computes from the bytes it is delivered, and any corrupted, missing,
+duplicated or reordered byte or message the receiver gets changes the receiver's digest."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrc_transport.io import perf
+
+
+def sender_digest(pool: perf.MessagePool, sizes: list[int]) -> tuple[str, list[bytes]]:
+    """What send_data reports, and the bodies it sent."""
+    digest = perf.StreamDigest()
+    bodies = []
+    for n in sizes:
+        body, body_digest = pool.take(n)
+        digest.add_digest(body_digest)
+        bodies.append(bytes(body))
+    return digest.hexdigest(), bodies
+
+
+def receiver_digest(bodies: list[bytes]) -> str:
+    """What receive_data computes from the bodies delivered."""
+    digest = perf.StreamDigest()
+    for body in bodies:
+        digest.add(memoryview(b"D" + body)[1:])
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def module_pool(monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """A small module pool, so bodies wrap and the shared digest cache is used."""
+    pool = os.urandom(1000)
+    monkeypatch.setattr(perf, "_POOL", pool)
+    monkeypatch.setattr(perf, "_digests", {})
+    return pool
+
+
+def test_cached_digests_match_the_delivered_bytes(module_pool: bytes) -> None:
+    sizes = [100] * 25 + [37]  # wraps the 1000-byte pool twice, a short last message
+    first, bodies = sender_digest(perf.MessagePool(module_pool), sizes)
+    assert perf._digests  # the second pass and the second connection hit the cache
+    again, bodies_again = sender_digest(perf.MessagePool(module_pool), sizes)
+    assert first == again == receiver_digest(bodies) == receiver_digest(bodies_again)
+    for (start, n), digest in perf._digests.items():
+        assert digest == hashlib.sha256(module_pool[start : start + n]).digest()
+
+
+def test_cache_is_bounded(module_pool: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(perf, "DIGEST_CACHE", 3)
+    sent, bodies = sender_digest(perf.MessagePool(module_pool), [1] * 50)
+    assert len(perf._digests) == 3
+    assert sent == receiver_digest(bodies)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 64), min_size=2, max_size=12),
+    st.sampled_from(["flip", "drop", "duplicate", "swap", "truncate", "move_byte"]),
+    st.integers(0, 1 << 30),
+)
+def test_every_delivery_fault_is_detected(sizes: list[int], fault: str, where: int) -> None:
+    pool = bytes(range(256)) * 4  # distinct neighbours, so a swap changes the bytes
+    sent, bodies = sender_digest(perf.MessagePool(pool), sizes)
+    got = list(bodies)
+    i = where % len(got)
+    if fault == "flip":
+        body = bytearray(got[i])
+        body[where % len(body)] ^= 1 << (where % 8)
+        got[i] = bytes(body)
+    elif fault == "drop":
+        del got[i]
+    elif fault == "duplicate":
+        got.insert(i, got[i])
+    elif fault == "swap":
+        j = (i + 1) % len(got)
+        if got[i] == got[j]:
+            return  # not a fault the receiver could see
+        got[i], got[j] = got[j], got[i]
+    elif fault == "truncate":
+        got[i] = got[i][:-1]
+    else:  # one byte moved from a message to the next: same bytes, same order, new bounds
+        j = (i + 1) % len(got)
+        if j == 0 or len(got[i]) < 2:
+            return
+        got[i], got[j] = got[i][:-1], got[i][-1:] + got[j]
+    assert receiver_digest(got) != sent
+    assert receiver_digest(bodies) == sent
+
+
+class FakeHandle:
+    """The part of a ConnHandle that send_data and receive_data use: what is sent is
+    recorded; what is received comes from a list."""
+
+    def __init__(self, inbox: list[bytes] | None = None) -> None:
+        self.sent: list[bytes] = []
+        self.inbox = list(inbox or [])
+        self.acked_bytes = 0
+
+    def send(self, data: bytes) -> int:
+        self.sent.append(bytes(data))
+        self.acked_bytes += len(data)
+        return len(data)
+
+    async def wait_unacked_below(self, limit: int) -> None:
+        pass
+
+    async def receive(self) -> tuple[float, bytearray]:
+        return 0.0, bytearray(self.inbox.pop(0))
+
+
+def _params(nbytes: int, length: int) -> perf.PerfParams:
+    return perf.PerfParams("s", 0, 1, False, 0.0, nbytes, length, 0.0)
+
+
+async def _deliver(messages: list[bytes]) -> perf.StreamStats:
+    rx = FakeHandle(messages)
+    stats = perf.StreamStats(rx, sending=False)  # type: ignore[arg-type]
+    await perf.receive_data(stats, lambda: 0.0)
+    return stats
+
+
+@pytest.mark.parametrize("fault", ["none", "flip", "drop", "duplicate", "swap"])
+async def test_send_and_receive_data_agree_only_on_a_faithful_delivery(
+    module_pool: bytes, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """Both ends of a session: send_data's E against what receive_data computes."""
+    monkeypatch.setattr(perf, "conn_report", lambda handle: {})
+    tx = FakeHandle()
+    sender = perf.StreamStats(tx, sending=True)  # type: ignore[arg-type]
+    await perf.send_data(sender, _params(2500, 300), lambda: 0.0)
+    data, end = tx.sent[:-1], tx.sent[-1]
+    assert len(data) == 9  # 8 x 300 + 100
+    assert all(m[:1] == perf.KIND_DATA for m in data)
+    if fault == "flip":
+        data[4] = data[4][:7] + bytes([data[4][7] ^ 0x40]) + data[4][8:]
+    elif fault == "drop":
+        del data[4]
+    elif fault == "duplicate":
+        data.insert(4, data[4])
+    elif fault == "swap":
+        data[3], data[4] = data[4], data[3]
+    stats = await _deliver([*data, end])
+    assert stats.verified is (fault == "none")
+    assert (stats.local["sha256"] == sender.local["sha256"]) is (fault == "none")
