@@ -54,7 +54,7 @@ from typing import Literal
 import trio
 
 from mrc_transport import wire
-from mrc_transport.io import batchio
+from mrc_transport.io import batchio, linkwatch
 from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
 from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
@@ -123,6 +123,15 @@ def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int
     return PathHeader(
         src=path.src.packed, dst=segments[0], segments=segments, ev=ev, dscp=dscp, dport=dport
     )
+
+
+def _open_links() -> socket.socket | None:
+    """The link-state socket, or None where rtnetlink is not available (then a dead port
+    is found by its first refused send)."""
+    try:
+        return linkwatch.open_link_socket()
+    except OSError:
+        return None
 
 
 class ConnectionLost(Exception):
@@ -220,6 +229,8 @@ class MrcEndpoint:
         self.received = 0
         self.sent = 0
         self.backlog_drops = 0
+        self.link_events = 0
+        """Link up/down messages of this host's interfaces seen on rtnetlink."""
         self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader, bytes]] = {}
         self._backlog: dict[int, collections.deque[Queued]] = {}
         """Per local port (plane): packets waiting for its full queue to drain."""
@@ -245,16 +256,37 @@ class MrcEndpoint:
     ) -> None:
         """Open the sockets and run until cancelled (or ``aclose``)."""
         self._tx, self._rx = open_tx(), open_rx(self.port)
+        links = _open_links()
         self._trio_offset = trio.current_time() - self.clock()
         try:
             with trio.CancelScope() as self._serve_scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._main_loop)
                     nursery.start_soon(self._tx_loop)
+                    if links is not None:
+                        nursery.start_soon(self._link_loop, links)
                     task_status.started(self)
         finally:
             self._tx.close()
             self._rx.close()
+            if links is not None:
+                links.close()
+
+    async def _link_loop(self, sock: socket.socket) -> None:
+        """Tell the core at once when one of this host's ports goes down or comes back
+        (io/linkwatch.py: a NIC knows its carrier; a refused send is the fallback)."""
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            try:
+                buf = sock.recv(1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:  # ENOBUFS: the kernel dropped link messages; keep listening
+                continue
+            for name, up in linkwatch.parse_link_events(buf):
+                self.link_events += 1
+                self.core.port_state(name, up, self.clock())
+            self.kick()
 
     def stop(self) -> None:
         """Cancel everything now."""
@@ -531,6 +563,7 @@ class MrcEndpoint:
             "bad_packets": dict(self.bad),
             "send_errors": dict(self.send_errors),
             "backlog_drops": self.backlog_drops,
+            "link_events": self.link_events,
             "unknown_connection": c.unknown_connection,
             "setup_refused": c.setup_refused,
         }

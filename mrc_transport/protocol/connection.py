@@ -210,12 +210,8 @@ class Connection:
         is what probing is for (ours; the paper's NIC port loss)."""
         self.counters.send_failed += 1
         port = tx.path.plane  # a NIC port is a plane (srv6/path.py)
-        first = port not in self.evs.ports_down
-        self.evs.port_down(tx.path, now)
-        if not any(e.plane != port for e in self.evs.usable):
+        if not self.port_event(port, False, now):
             return  # every port is down (or the floor held): the RTO and retries go on
-        if first:
-            self.sender.port_down(port)
         h = tx.header
         if isinstance(h, frames.DataHeader):
             self.sender.send_failed(h.psn, tx.ev)
@@ -224,6 +220,23 @@ class Connection:
             while ev.plane == port:
                 ev = self.evs.control_ev()
             self._control.append(replace(tx, path=ev.path, ev=ev.value))
+
+    def port_event(self, plane: int, up: bool, now: float) -> bool:
+        """The local port of ``plane`` went down or came back (a refused send, or the
+        link state the host announced). Down: its EVs are retired and, the first time,
+        every packet in flight on it is resent; up: probe it now rather than at the next
+        retry. Returns whether another plane is usable."""
+        if up:
+            if plane in self.evs.ports_down:
+                self.evs.ports_down[plane] = now
+            return True
+        first = plane not in self.evs.ports_down
+        self.evs.port_down(plane, now)
+        if not any(e.plane != plane for e in self.evs.usable):
+            return False
+        if first:
+            self.sender.port_down(plane)
+        return True
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must run next (None: never)."""

@@ -103,6 +103,13 @@ class Endpoint:
         if conn is not None:
             conn.send_failed(tx, now)
 
+    def port_state(self, port: str, up: bool, now: float) -> None:
+        """The host announced that its interface ``port`` (``SrPath.port``) went down or
+        came back: every connection with paths through it hears it at once."""
+        for conn in list(self.connections.values()):
+            for plane in {p.plane for p in conn.evs.paths if p.port == port}:
+                conn.port_event(plane, up, now)
+
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every connection's packets."""
         out: list[Transmit] = []

@@ -408,10 +408,10 @@ class EvSet:
         ev.acked += 1
         self.path_fail[ev.path_key] = 0
 
-    def port_down(self, path: SrPath, now: float) -> None:
-        """The local stack refused a send on ``path``: retire every EV leaving through
-        that port, backups first so none is promoted only to be retired."""
-        plane = path.plane  # a NIC port is a plane (srv6/path.py)
+    def port_down(self, plane: int, now: float) -> None:
+        """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py):
+        retire every EV leaving through it, backups first so none is promoted only to be
+        retired."""
         if plane in self.ports_down:
             return
         self.ports_down[plane] = now + self.cfg.probe_after_rtts * self.probe_rtt

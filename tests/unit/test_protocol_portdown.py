@@ -269,3 +269,30 @@ def test_rto_resends_only_the_oldest_packet_and_blames_no_ev() -> None:
     assert all(conn.evs.by_value[tx.ev].state is EvState.GOOD for tx in data)
     assert all(conn.evs.by_value[tx.ev].lost == 0 for tx in data)
     assert conn.cc.window == window
+
+
+def test_the_host_announcing_a_port_down_retires_it_and_resends_its_packets() -> None:
+    """Link state (io/linkwatch.py) tells the core before any send is refused: a plane
+    whose window is full would otherwise not learn it until RACK found the losses."""
+    fabric, conn, _ = established()
+    a = fabric.hosts[0]
+    now = fabric.now
+    conn.send_message(bytes(6 * CFG.mss), now)
+    out = conn.datagrams_to_send(now)
+    dead = [t for t in out if t.path.plane == DEAD]
+    assert dead
+    port = dead[0].path.port
+    a.endpoint.port_state(port, False, now)
+    assert DEAD in conn.evs.ports_down
+    assert not conn.evs.usable_in(DEAD)
+    resent = [t for t in conn.datagrams_to_send(now) if t.header.common.flags & Flags.RTX]
+    assert [psn(t) for t in resent] == [psn(t) for t in dead]
+    assert all(t.path.plane != DEAD for t in resent)
+    assert conn.counters.lost == 0  # a dead port is not congestion
+    # the port is back: probed now, not at the next retry interval
+    later = now + 1e-3
+    a.endpoint.port_state(port, True, later)
+    assert conn.evs.ports_down[DEAD] == later
+    assert conn.evs.next_probe_time() == later
+    a.endpoint.port_state("no-such-port", False, later)  # not ours: nothing happens
+    assert set(conn.evs.ports_down) == {DEAD}

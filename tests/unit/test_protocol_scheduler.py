@@ -83,7 +83,7 @@ def test_a_plane_with_no_usable_ev_gets_nothing_until_readmitted() -> None:
     evs = evset()
     sched = RandomScheduler(random.Random(2))
     gone = list(evs.usable_in(1))
-    evs.port_down(gone[0].path, 0.0)  # retired, not denied: EvSet.fallback would take them
+    evs.port_down(gone[0].plane, 0.0)  # retired, not denied: EvSet.fallback would take them
     assert evs.usable_in(1) == []
     assert set(planes_of(sched, evs, 100)) == {0}
     # probed and readmitted: one EV
