@@ -34,8 +34,8 @@ PEER = 0x5EE5
 
 
 class FakeWire:
-    """``batchio.send_batch`` into port queues that take ``room`` more packets in all,
-    a set of full ports and a set of dead ports (by source address)."""
+    """``batchio.send_batch`` (and ``send_raw6``) into port queues that take ``room``
+    more packets in all, a set of full ports and a set of dead ports (by source address)."""
 
     def __init__(self) -> None:
         self.room = math.inf
@@ -79,11 +79,19 @@ class FakeWire:
                     self._want[1].set()
         return n
 
+    def send_raw6(self, sock: object, buf: batchio.Buffer, offsets: Sequence[int]) -> int:
+        """``batchio.send_raw6``: the same wire, each packet to its own header's
+        destination (the port is its source address, as for ``send_batch``)."""
+        base = offsets[0]
+        packets = bytes(memoryview(buf)[base : offsets[-1]])
+        return self.send_batch(sock, packets, [o - base for o in offsets], [])
+
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeWire:
     w = FakeWire()
     monkeypatch.setattr(batchio, "send_batch", w.send_batch)
+    monkeypatch.setattr(batchio, "send_raw6", w.send_raw6)
     return w
 
 
@@ -253,6 +261,29 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     assert in_order_per_port(fake.sent)
     assert refused == []
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
+
+
+def test_a_burst_larger_than_the_encoder_goes_out_in_chunks_in_order(
+    fake: FakeWire, udp: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bursts are encoded TX_BURST packets at a time; ENOBUFS in a later chunk still
+    holds the rest of that port's packets behind its backlog, in order."""
+    monkeypatch.setattr(ep_mod, "TX_BURST", 5)
+    ep, conn, clock = endpoint(udp)
+    ep.pump(clock.now)  # the SETUP
+    fake.sent.clear()
+    ep.handles[conn.conn].send(bytes(16 * MSS))
+    fake.room = 7  # the second chunk's third packet is refused
+    clock.now += 1e-6
+    ep.pump(clock.now)
+    assert len(fake.sent) == 7
+    assert ep.send_errors["ENOBUFS"] >= 1
+    assert ep._queued == 16 - 7
+    fake.room = math.inf
+    ep._flush_backlog()
+    psns = data_psns(fake.sent)
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 16))
+    assert in_order_per_port(fake.sent)
 
 
 def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: socket.socket) -> None:
