@@ -40,6 +40,7 @@ from mrc_transport.demo.records import read_records
 from mrc_transport.demo.report import (
     FaultRow,
     FlowKind,
+    FlowReport,
     failover_report,
     fault_rows,
     flow_reports,
@@ -51,9 +52,12 @@ from mrc_transport.demo.timeline import (
     FaultWindow,
     Params,
     analyse,
+    by_flow,
     flow_totals,
     goodput_per_flow,
+    healthy_gap,
     pair_events,
+    with_aftermath,
 )
 
 MRC_PORT = 4791
@@ -495,7 +499,11 @@ def analyse_run(
     }
     counters = {"mrc": _mrc_counters(out.mrc_end)}
     flows = flow_reports(
-        flow_totals(deliveries, out.t_origin, out.t_stop), FLOWS, verified, counters
+        flow_totals(deliveries, out.t_origin, out.t_stop),
+        FLOWS,
+        verified,
+        counters,
+        healthy_gaps(deliveries, faults, out.t_origin, out.t_stop, params),
     )
     meta = {
         "lab": cfg.lab,
@@ -518,6 +526,27 @@ def analyse_run(
     return doc, rows, faults, deliveries
 
 
+def healthy_gaps(
+    deliveries: Sequence[Delivery],
+    faults: Sequence[FaultWindow],
+    t_begin: float,
+    t_stop: float,
+    params: Params,
+) -> dict[str, float | None]:
+    """Per flow, the longest delivery gap with nothing broken (timeline.healthy_gap)."""
+    flows = by_flow(deliveries)
+    after = with_aftermath(faults, flows, t_begin=t_begin, t_stop=t_stop, params=params)
+    return {
+        flow: healthy_gap(rs, after, t_begin=t_begin, t_stop=t_stop, margin=params.margin)
+        for flow, rs in flows.items()
+    }
+
+
+def flows_of(doc: Mapping[str, Any]) -> list[FlowReport]:
+    """The report's flows as FlowReport records again."""
+    return [FlowReport(**f) for f in doc["flows"]]
+
+
 def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     """The whole demo; returns the report (also written to cfg.out/report.json)."""
     from rich.console import Console
@@ -536,7 +565,7 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     series = goodput_per_flow(deliveries, out.t_origin, out.t_stop, cfg.bin_s)
     if series:
         timeline_png(cfg.out / "timeline.png", series, FLOWS, faults, out.t_origin)
-    print_summary(rows, bool(doc["verified"]), console)
+    print_summary(rows, bool(doc["verified"]), console, flows_of(doc))
     _say(console, f"wrote {cfg.out / 'report.json'} and {cfg.out / 'timeline.png'}")
     return doc
 

@@ -45,6 +45,10 @@ class FlowReport:
     """MRC: EVs that went ASSUMED_BAD and were replaced."""
     evs_readmitted: int | None = None
     """MRC: retired EVs that probes brought back."""
+    healthy_max_gap_ms: float | None = None
+    """Longest gap between deliveries outside every fault, its margin and aftermath: the
+    flow's own delivery jitter (a userspace endpoint is descheduled now and then), the
+    floor to read a stall after a fault against."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ def flow_reports(
     kinds: Mapping[str, FlowKind],
     verified: Mapping[str, bool],
     counters: Mapping[str, Mapping[str, int]] | None = None,
+    healthy_gaps: Mapping[str, float | None] | None = None,
 ) -> list[FlowReport]:
     """Per-flow entries; ``counters[flow]`` may hold retransmits, evs_retired, evs_readmitted.
     A flow in ``kinds`` that delivered nothing still gets an entry (0 bytes)."""
@@ -151,6 +156,7 @@ def flow_reports(
                 retransmits=c.get("retransmits"),
                 evs_retired=c.get("evs_retired"),
                 evs_readmitted=c.get("evs_readmitted"),
+                healthy_max_gap_ms=_ms((healthy_gaps or {}).get(flow)),
             )
         )
     return out
@@ -248,11 +254,23 @@ def summary_table(rows: Sequence[FaultRow]) -> Any:
     return table
 
 
-def print_summary(rows: Sequence[FaultRow], verified: bool, console: Any = None) -> None:
+def print_summary(
+    rows: Sequence[FaultRow],
+    verified: bool,
+    console: Any = None,
+    flows: Sequence[FlowReport] = (),
+) -> None:
     from rich.console import Console
 
     console = console or Console()
     console.print(summary_table(rows))
+    floors = [
+        f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"
+        for f in flows
+        if f.healthy_max_gap_ms is not None
+    ]
+    if floors:
+        console.print(f"longest gap between deliveries with nothing broken: {', '.join(floors)}")
     console.print(
         "[bold green]verified[/]: every MRC byte matched"
         if verified

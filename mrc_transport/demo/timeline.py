@@ -25,6 +25,7 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -290,6 +291,30 @@ def _healthy_spans(
                 nxt.append((cut_b, b))
         spans = nxt
     return spans
+
+
+def healthy_gap(
+    records: Sequence[Delivery],
+    faults: Sequence[FaultWindow],
+    *,
+    t_begin: float,
+    t_stop: float,
+    margin: float,
+) -> float | None:
+    """The longest gap between consecutive deliveries that lies wholly outside every fault
+    window (and ``margin`` after it): how long the flow goes without a delivery when
+    nothing is broken, the floor a stall after a fault is to be read against. Pass the
+    faults ``with_aftermath``. None without two deliveries in one healthy span."""
+    spans = _healthy_spans(t_begin, t_stop, faults, margin)
+    times = [d.t_mono for d in records]
+    best: float | None = None
+    for a, b in spans:
+        i, j = bisect.bisect_left(times, a), bisect.bisect_right(times, b)
+        inside = times[i:j]
+        for x, y in itertools.pairwise(inside):
+            if best is None or y - x > best:
+                best = y - x
+    return best
 
 
 def recovery_time(

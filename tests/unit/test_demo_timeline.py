@@ -229,3 +229,17 @@ def test_pair_events_from_the_lab_log() -> None:
     assert got[2].action == "loss 5%"
     with pytest.raises(ValueError, match="t_mono"):
         pair_events([{"t_mono": "x", "kind": "cut", "target": "a"}], 1.0)
+
+
+def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
+    from mrc_transport.demo.timeline import healthy_gap
+
+    # deliveries every 10 ms, a 40 ms hole at 0.99 (healthy) and a 210 ms one in a fault
+    times = [i * 0.01 for i in range(100)] + [1.03 + i * 0.01 for i in range(50)]
+    times += [1.73 + i * 0.01 for i in range(100)]
+    rs = [Delivery(t, 1000, "mrc") for t in times]
+    fault = FaultWindow("cut", "x:y", "hard", 1.5, 1.6)
+    gap = healthy_gap(rs, [fault], t_begin=0.0, t_stop=2.8, margin=0.05)
+    assert gap == pytest.approx(0.04)
+    assert healthy_gap(rs, [], t_begin=0.0, t_stop=2.8, margin=0.05) == pytest.approx(0.21)
+    assert healthy_gap(rs[:1], [], t_begin=0.0, t_stop=2.8, margin=0.05) is None
