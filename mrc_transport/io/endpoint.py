@@ -16,12 +16,13 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
 
 One pump = ``handle_timer`` if due -> route events to connection handles -> one burst of
 ``datagrams_to_send`` (at most ``IO_MAX_BURST`` data packets per connection) -> encode
-into one reusable buffer -> ``send_raw6``. Receiving comes first in every turn, so SACKs waiting in the socket are
-processed before a timer can declare their packets lost, and each burst reads the clock
-anew, so a packet's timestamp is within one burst of its real send time (encode + send of
-a 9 KB packet through the lab costs tens of microseconds). Bursts are paced at the NIC
-rate (``Config.nic_rate_bps``), as a NIC would send them. Time is ``time.monotonic()``
-(the lab's fault log uses the same clock), converted to trio's clock for deadlines.
+into one reusable buffer -> ``send_raw6``. Receiving comes first in every turn, so SACKs
+waiting in the socket are processed before a timer can declare their packets lost, and
+each burst reads the clock anew, so a packet's timestamp is within one burst of its real
+send time (encode + send of a 9 KB packet through the lab costs tens of microseconds).
+Bursts are paced at the NIC rate (``Config.nic_rate_bps``), as a NIC would send them.
+Time is ``time.monotonic()`` (the lab's fault log uses the same clock), converted to
+trio's clock for deadlines.
 
 Backpressure is not loss: a raw send into a full local port queue (tbf) fails with
 ENOBUFS (IPV6_RECVERR is set, else the kernel drops it silently), and that packet and
