@@ -141,6 +141,7 @@ class Sender:
         self.inflight: dict[int, SentPacket] = {}
         self._order: deque[tuple[int, SentPacket]] = deque()
         self._seq = 0
+        self._commons: dict[tuple[Opcode, Flags, int], Common] = {}
         self._rtx: list[int] = []
         self.highest_sacked = initial_psn - 1
         self._rack_seq = -1
@@ -296,8 +297,12 @@ class Sender:
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
         msg = pkt.msg
+        key = (pkt.opcode, flags, self.dst_conn)
+        common = self._commons.get(key)
+        if common is None:  # a handful of kinds per connection: build each once
+            common = self._commons[key] = Common(pkt.opcode, flags, self.dst_conn, self.conn)
         header = DataHeader(
-            Common(pkt.opcode, flags, self.dst_conn, self.conn),
+            common,
             pkt.psn & MASK32,
             msg.msn & MASK32,
             pkt.offset,

@@ -34,6 +34,7 @@ class Nscc(CongestionControl):
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         self.base_rtt = cfg.initial_rtt
+        self._max_for, self._max = math.nan, 0
         self._have_rtt = False
         self.avg_delay = 0.0
         self._last_md = -math.inf
@@ -54,8 +55,11 @@ class Nscc(CongestionControl):
         return self.cfg.nscc_target_rtts * (self.base_rtt + self.cfg.host_delay)
 
     def max_window(self) -> int:
-        """1.5 BDP (htsim), at least a few packets."""
-        return max(int(self.cfg.nscc_max_bdp * self.bdp), 4 * self.cfg.mss)
+        """1.5 BDP (htsim), at least a few packets (cached: it moves with base RTT only)."""
+        if self._max_for != self.base_rtt:
+            self._max_for = self.base_rtt
+            self._max = max(int(self.cfg.nscc_max_bdp * self.bdp), 4 * self.cfg.mss)
+        return self._max
 
     def on_ack(self, acked: int, rtt: float | None, ecn: bool, now: float) -> None:
         self._account(acked, now)

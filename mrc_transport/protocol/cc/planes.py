@@ -14,6 +14,7 @@ planes), fed with the bytes acked on it and the RTT and ECN echo of packets sent
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -44,6 +45,7 @@ class PlaneWindows:
         """Bytes in flight per plane."""
         self.total = 0
         """Bytes in flight over all planes."""
+        self._base_rtt = math.inf
         self.alpha = dict.fromkeys(planes, 0.0)
         """Per plane: moving average of the fraction of its SACKs that echoed ECN."""
 
@@ -67,8 +69,12 @@ class PlaneWindows:
         return self.cc[plane].can_send(self.total, size)
 
     def full(self, planes: Sequence[int], size: int) -> set[int]:
-        """The planes of ``planes`` that have no room for ``size`` more bytes."""
-        return {p for p in planes if not self.room(p, size)}
+        """The planes of ``planes`` that have no room for ``size`` more bytes (``room``,
+        inlined: the sender asks before every packet)."""
+        if not self.per_plane:
+            return set(planes) if not self.room(planes[0], size) else set()
+        cc, flight = self.cc, self.in_flight
+        return {p for p in planes if not cc[p].can_send(flight[p], size)}
 
     def sent(self, plane: int, n: int) -> None:
         """``n`` bytes went out on ``plane``."""
@@ -103,8 +109,8 @@ class PlaneWindows:
                 cc.on_ack(n, rtt if mine else None, ecn and mine, now)
         if plane is not None:
             self._marks(plane, ecn, now)
-        if rtt is not None:
-            self._share_base_rtt()
+        if rtt is not None and plane is not None:
+            self._share_base_rtt(self.cc[plane])
 
     def _marks(self, plane: int, ecn: bool, now: float) -> None:
         """NSCC answers a mark below the delay target by switching EVs only; when most of
@@ -115,16 +121,23 @@ class PlaneWindows:
         if ecn and a > ALPHA_PERSISTENT:
             self.cc[plane].on_plane_marked(a, now)
 
-    def _share_base_rtt(self) -> None:
+    def _share_base_rtt(self, sampled: CongestionControl | None = None) -> None:
         """One base RTT for every plane: the least any plane saw.
 
         The planes are copies of one topology, so their base RTTs are equal (htsim takes
         it from the topology); measured per plane, a plane whose port already had a
         standing queue when the connection started (the demo's TCP flow) would count that
-        queue as base and never see it as delay (ours)."""
+        queue as base and never see it as delay (ours). ``sampled`` just took an RTT
+        sample: only it can differ from the shared value (O(1) per SACK); None: all."""
+        if isinstance(sampled, Nscc):
+            if sampled.base_rtt == self._base_rtt:
+                return
+            if sampled.base_rtt > self._base_rtt:  # its first sample replaced the shared one
+                sampled.base_rtt = self._base_rtt
+                return
         nscc = [cc for cc in self.cc.values() if isinstance(cc, Nscc)]
         if nscc:
-            base = min(cc.base_rtt for cc in nscc)
+            base = self._base_rtt = min(cc.base_rtt for cc in nscc)
             for cc in nscc:
                 cc.base_rtt = base
 
