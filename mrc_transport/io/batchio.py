@@ -32,7 +32,7 @@ import operator
 import os
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mrc_transport import wire
@@ -108,18 +108,26 @@ def py_send_batch(
     all, or the connected/bound peer if None); return how many went out."""
     count = _check_batch(buf, offsets, addrs)
     view = memoryview(buf)
-    for i in range(count):
+
+    def one(i: int) -> None:
         data = view[offsets[i] : offsets[i + 1]]
+        if addrs is None:
+            sock.send(data, socket.MSG_DONTWAIT)
+        else:
+            addr, port = addrs[i if len(addrs) > 1 else 0]
+            sock.sendto(data, socket.MSG_DONTWAIT, (socket.inet_ntop(socket.AF_INET6, addr), port))
+
+    return _sendmmsg_like(count, one)
+
+
+def _sendmmsg_like(count: int, send_one: Callable[[int], None]) -> int:
+    """sendmmsg(2)'s result for ``count`` single sends: how many went out before the
+    socket would block; an error on the first packet is raised, a later one ends the
+    batch (the caller's next call meets it first)."""
+    for i in range(count):
         try:
-            if addrs is None:
-                sock.send(data, socket.MSG_DONTWAIT)
-            else:
-                addr, port = addrs[i if len(addrs) > 1 else 0]
-                host = socket.inet_ntop(socket.AF_INET6, addr)
-                sock.sendto(data, socket.MSG_DONTWAIT, (host, port))
-        except BlockingIOError:
-            return i
-        except InterruptedError:
+            send_one(i)
+        except (BlockingIOError, InterruptedError):
             return i
         except OSError:
             if i:
@@ -183,18 +191,13 @@ def py_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> in
     (IPPROTO_RAW) socket, each to its own header's destination; return how many went out."""
     count = _check_raw6(buf, offsets)
     view = memoryview(buf)
-    for i in range(count):
+
+    def one(i: int) -> None:
         data = view[offsets[i] : offsets[i + 1]]
         host = socket.inet_ntop(socket.AF_INET6, data[IPV6_DST])
-        try:
-            sock.sendto(data, socket.MSG_DONTWAIT, (host, 0))
-        except (BlockingIOError, InterruptedError):
-            return i
-        except OSError:
-            if i:
-                return i
-            raise
-    return count
+        sock.sendto(data, socket.MSG_DONTWAIT, (host, 0))
+
+    return _sendmmsg_like(count, one)
 
 
 class PyBurstReceiver:
