@@ -401,7 +401,15 @@ def decode_datagram_untrusted(
     "Entropy value"); the same MRC-header checks and reasons apply.
     """
     header, payload_off = _decode_header(payload, 0, len(payload))
-    path = PathHeader(
+    path = datagram_path(src, dst, sport, dport, tclass, flow_label)
+    return Packet(path, header, bytes(payload[payload_off:]))
+
+
+def datagram_path(
+    src: bytes, dst: bytes, sport: int, dport: int, tclass: int, flow_label: int
+) -> PathHeader:
+    """The PathHeader of a kernel-delivered datagram from what the kernel told of it."""
+    return PathHeader(
         src=src,
         dst=dst,
         ev=sport << 16 | (flow_label & 0xFFFF),
@@ -409,4 +417,3 @@ def decode_datagram_untrusted(
         ecn=_ECNS[tclass & 3],
         dport=dport,
     )
-    return Packet(path, header, bytes(payload[payload_off:]))

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mrc_transport._fastpath import ffi, lib
+from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     CloseHeader,
@@ -494,14 +495,7 @@ def _datagram_path(
 ) -> PathHeader:
     """The PathHeader of a kernel-delivered datagram (codec.decode_datagram_untrusted),
     interned by its arguments when they are hashable (a connection sees few paths)."""
-    path = PathHeader(
-        src=src,
-        dst=dst,
-        ev=sport << 16 | (flow_label & 0xFFFF),
-        dscp=(tclass >> 2) & 0x3F,
-        ecn=_ECNS[tclass & 3],
-        dport=dport,
-    )
+    path = codec.datagram_path(src, dst, sport, dport, tclass, flow_label)
     if type(src) is bytes and type(dst) is bytes:
         if len(_dgram_paths) >= _CACHE_LIMIT:
             _dgram_paths.clear()
