@@ -211,4 +211,7 @@ def test_rate_mode_marks_above_the_rate_after_one_bucket(tmp_path: Path) -> None
     print(f"rate mode: {unmarked} bytes unmarked, bucket {BUCKET} + refill {refill:.0f}")
     assert 0.8 * BUCKET <= unmarked <= 1.2 * BUCKET + refill
     assert burst[:100] == [ECT0] * 100  # the bucket is full at first
-    assert tail.count(CE) / len(tail) > 0.9  # then every packet above the rate is CE
+    # then every packet above the rate is CE: all of the tail but what the bucket refilled
+    # while it went out (a third of the burst's refill; a slow sender lets more through)
+    tail_refill = refill / 3 / size
+    assert tail.count(CE) >= 0.9 * (len(tail) - tail_refill), (tail.count(CE), tail_refill)
