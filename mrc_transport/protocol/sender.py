@@ -322,55 +322,53 @@ class Sender:
             self.counters.sack_beyond_sent += 1
             return
         self.counters.sacks_received += 1
-        by_plane: dict[int, int] = {}
-        acked = self._ack_cumulative(cum, now, by_plane)
-        acked += self._ack_bitmap(base, h.bitmap, now, by_plane)
+        acked: dict[int, int] = {}  # bytes newly acknowledged, per plane
+        self._ack_cumulative(cum, now, acked)
+        self._ack_bitmap(base, h.bitmap, now, acked)
         if cum >= self.snd_una:
             self.peer_rwnd = h.rwnd
         else:
             self.counters.sack_stale += 1
         rtt = self._reflected_rtt(h, now)
-        self._plane_sample(h.ev, rtt)
         ecn = bool(h.common.flags & Flags.ECN_ECHO)
-        self._reflected_ev(h.ev, ecn, now)
+        trigger = self.evs.by_value.get(h.ev)  # the EV of the packet that asked for it
+        if trigger is None:
+            self.counters.sack_unknown_ev += 1
+        else:
+            self._plane_sample(trigger, rtt)
+            self._reflected_ev(trigger, ecn, now)
         if acked or ecn:
-            trigger = self.evs.by_value.get(h.ev)
-            plane = trigger.plane if trigger is not None else None
-            self.cc.on_sack(by_plane, plane, rtt, ecn, now)
+            self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
         if acked:
             self.rto_count = 0
         self.detect_losses(now)
 
-    def _ack_cumulative(self, cum: int, now: float, by_plane: dict[int, int]) -> int:
-        acked = 0
+    def _ack_cumulative(self, cum: int, now: float, acked: dict[int, int]) -> None:
         while self.snd_una < cum:
             pkt = self.inflight.pop(self.snd_una, None)
             if pkt is not None:
-                acked += self._acked(pkt, now, by_plane)
+                self._acked(pkt, now, acked)
             self.fc_bytes -= self._una_lens.popleft()
             self.snd_una += 1
-        return acked
 
-    def _ack_bitmap(self, base: int, bitmap: int, now: float, by_plane: dict[int, int]) -> int:
-        acked = 0
+    def _ack_bitmap(self, base: int, bitmap: int, now: float, acked: dict[int, int]) -> None:
         while bitmap:
             low = bitmap & -bitmap
             bitmap ^= low
             psn = base + low.bit_length() - 1
             pkt = self.inflight.pop(psn, None) if psn >= self.snd_una else None
             if pkt is not None:
-                acked += self._acked(pkt, now, by_plane)
+                self._acked(pkt, now, acked)
                 self.highest_sacked = max(self.highest_sacked, psn)
-        return acked
 
-    def _acked(self, pkt: SentPacket, now: float, by_plane: dict[int, int]) -> int:
+    def _acked(self, pkt: SentPacket, now: float, acked: dict[int, int]) -> None:
         """Book one delivered packet; its bytes count as acked on its plane."""
         plane = pkt.ev.plane
         if pkt.lost:
             self.counters.spurious_rtx += 1
         else:
             self.cc.gone(plane, pkt.length)
-        by_plane[plane] = by_plane.get(plane, 0) + (pkt.length or 1)
+        acked[plane] = acked.get(plane, 0) + (pkt.length or 1)
         rtt = now - pkt.sent_time
         # RFC 8985 6.2 step 2: an ack faster than min RTT for a retransmitted packet is
         # for the original transmission and says nothing about packets sent before it.
@@ -382,7 +380,6 @@ class Sender:
         if msg.acked >= msg.data.nbytes and msg.next_offset >= msg.data.nbytes:
             self.counters.messages_acked += 1
             self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.data.nbytes))
-        return pkt.length or 1
 
     def _plane(self, plane: int) -> PlaneRack:
         pr = self.planes.get(plane)
@@ -407,12 +404,11 @@ class Sender:
         pr.srtt = rtt if pr.srtt is None else 0.875 * pr.srtt + 0.125 * rtt
         pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
 
-    def _plane_sample(self, value: int, rtt: float | None) -> None:
+    def _plane_sample(self, ev: Ev, rtt: float | None) -> None:
         """The reflected timestamp of the packet that triggered a SACK, on the EV it
         names: an RTT sample of that plane that no retransmission makes ambiguous, so a
         plane whose packets were all (wrongly) resent still learns its real RTT."""
-        ev = self.evs.by_value.get(value)
-        if ev is not None and rtt is not None:
+        if rtt is not None:
             pr = self._plane(ev.plane)
             pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
 
@@ -435,14 +431,11 @@ class Sender:
         self.rtt_sample(rtt)
         return rtt
 
-    def _reflected_ev(self, value: int, ecn: bool, now: float) -> None:
-        ev = self.evs.by_value.get(value)
-        if ev is None:
-            self.counters.sack_unknown_ev += 1
-        elif ecn:
+    def _reflected_ev(self, ev: Ev, ecn: bool, now: float) -> None:
+        if ecn:
             ev.ecn += 1
             self.counters.ecn_echoes += 1
-            self._emit(events.EcnMarked(now, self.conn, value))
+            self._emit(events.EcnMarked(now, self.conn, ev.value))
             self.evs.apply(ev, EvInput.ECN, now)
         else:
             self.evs.on_clean_ack(ev)
@@ -510,11 +503,15 @@ class Sender:
     def _current(self, seq: int, pkt: SentPacket) -> bool:
         return pkt.seq == seq and not pkt.lost and self.inflight.get(pkt.psn) is pkt
 
-    def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
-        """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
+    def _requeue(self, pkt: SentPacket) -> None:
+        """Take ``pkt`` out of the flight and queue it for retransmission."""
         pkt.lost = True
         self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
+
+    def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
+        """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
+        self._requeue(pkt)
         self.counters.lost += 1
         if why is not None:  # an RTO's resend is a probe, not evidence of congestion
             self.cc.on_loss(pkt.ev.plane, pkt.length, now)
@@ -527,9 +524,7 @@ class Sender:
         pkt = self.inflight.get(expand(psn, self.snd_una))
         if pkt is None or pkt.lost or pkt.ev.value != ev:
             return
-        pkt.lost = True
-        self.cc.gone(pkt.ev.plane, pkt.length)
-        heapq.heappush(self._rtx, pkt.psn)
+        self._requeue(pkt)
 
     def port_down(self, plane: int) -> None:
         """The local port of ``plane`` went down: the packets in its queue died with it, so
@@ -542,9 +537,7 @@ class Sender:
             return
         for seq, pkt in pr.order:
             if self._current(seq, pkt):
-                pkt.lost = True
-                self.cc.gone(plane, pkt.length)
-                heapq.heappush(self._rtx, pkt.psn)
+                self._requeue(pkt)
         pr.order.clear()
 
     # -- NACK ---------------------------------------------------------------------------
@@ -555,9 +548,7 @@ class Sender:
             self.counters.nack_invalid += 1
             return
         self.counters.nacks_received += 1
-        pkt.lost = True
-        self.cc.gone(pkt.ev.plane, pkt.length)
-        heapq.heappush(self._rtx, pkt.psn)
+        self._requeue(pkt)
         ev = self.evs.by_value.get(h.ev, pkt.ev)
         if h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
             self.evs.apply(ev, EvInput.TRIMMED, now)
