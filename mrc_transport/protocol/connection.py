@@ -227,8 +227,7 @@ class Connection:
         every packet in flight on it is resent; up: probe it now rather than at the next
         retry. Returns whether another plane is usable."""
         if up:
-            if plane in self.evs.ports_down:
-                self.evs.ports_down[plane] = now
+            self.evs.port_up(plane, now)
             return True
         first = plane not in self.evs.ports_down
         self.evs.port_down(plane, now)

@@ -424,6 +424,12 @@ class EvSet:
         for ev in mine:
             self.apply(ev, EvInput.UNREACHABLE, now, "port")
 
+    def port_up(self, plane: int, now: float) -> None:
+        """The local port of ``plane`` is back (the host said so): probe it now rather
+        than at its next retry."""
+        if plane in self.ports_down:
+            self.ports_down[plane] = now
+
     def deny(self, value: int, now: float) -> None:
         """Administratively stop using an EV."""
         ev = self.by_value.get(value)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Collection
 from typing import ClassVar
 
 from .ev import Ev, EvSet, EvState
@@ -73,24 +72,14 @@ class RandomScheduler(Scheduler):
         return ev
 
     def _plane(self, evs: EvSet) -> list[Ev]:
-        """The usable EVs of the next plane (smooth weighted round robin, as nginx),
-        leaving out planes whose local port is busy while another one is free."""
-        full, busy = evs.window_full, evs.ports_busy
-        mine = self._turn(evs, full, busy)
-        if not mine and busy:
-            mine = self._turn(evs, full, ())
-        return mine
-
-    def _turn(self, evs: EvSet, full: Collection[int], busy: Collection[int]) -> list[Ev]:
+        """The usable EVs of the next plane (smooth weighted round robin, as nginx) among
+        ``EvSet.usable_planes`` (window room, a local port that is not busy)."""
         credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
         marked = evs.plane_marked
-        for plane in evs.planes:
-            n = len(evs.usable_in(plane))
-            if not n or plane in full or plane in busy:
-                continue
+        for plane in evs.usable_planes():
             # a plane whose SACKs are mostly marked has no clean EV left to skip to:
             # its weight falls with the marked fraction (cc/planes.py; ours)
-            weight = n * (1.0 - marked.get(plane, 0.0))
+            weight = len(evs.usable_in(plane)) * (1.0 - marked.get(plane, 0.0))
             total += weight
             c = credit[plane] = credit.get(plane, 0) + weight
             if best < 0 or c > best_credit:
@@ -133,11 +122,11 @@ class RepsScheduler(RandomScheduler):
         self._clean: deque[Ev] = deque(maxlen=256)
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        busy, full = evs.ports_busy, evs.window_full
+        planes = evs.usable_planes()
         while self._clean:
             ev = self._clean.popleft()
             usable = ev.state is EvState.GOOD and ev.value in evs.usable_values()
-            if usable and ev is not avoid and ev.plane not in busy and ev.plane not in full:
+            if usable and ev is not avoid and ev.plane in planes:
                 return ev
         return super().pick(evs, avoid)
 
