@@ -295,8 +295,8 @@ class PyBurstEncoder:
         return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
 
     def send(self, sock: socket.socket, start: int = 0) -> int:
-        """``send_raw6`` of packets ``start:``; how many went out."""
-        return py_send_raw6(sock, self.view, self.offsets[start:])
+        """``send_raw6`` (the backend's) of packets ``start:``; how many went out."""
+        return send_raw6(sock, self.view, self.offsets[start:])
 
 
 # ------------------------------------------------------------------ C (sendmmsg/recvmmsg)
@@ -471,9 +471,6 @@ class CBurstEncoder(PyBurstEncoder):
             return super().add(path, header, payload)
         self.offsets.append(off + n)
         return int(n)
-
-    def send(self, sock: socket.socket, start: int = 0) -> int:
-        return c_send_raw6(sock, self.view, self.offsets[start:])
 
 
 BurstReceiver: type[PyBurstReceiver]

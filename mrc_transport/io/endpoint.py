@@ -63,8 +63,9 @@ from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
-Queued = tuple[bytes, bytes, Transmit]
-"""A packet on its way out: its bytes, its first hop's address, what it encodes."""
+Queued = tuple[bytes, Transmit]
+"""A packet on its way out: its bytes (the first hop is its IPv6 destination) and what
+it encodes."""
 ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
 RECV_BURST = 256  # datagrams per receive call
 RX_SLOT_MIN = 1500 - IPV6_HEADER_LEN  # receive slot of a host whose MTUs we cannot read
@@ -233,7 +234,7 @@ class MrcEndpoint:
         self.backlog_drops = 0
         self.link_events = 0
         """Link up/down messages of this host's interfaces seen on rtnetlink."""
-        self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader, bytes]] = {}
+        self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader]] = {}
         self._backlog: dict[int, collections.deque[Queued]] = {}
         """Per local port (plane): packets waiting for its full queue to drain."""
         self._queued = 0
@@ -464,14 +465,14 @@ class MrcEndpoint:
             for conn_id in [c for c in self.handles if c not in core.connections]:
                 del self.handles[conn_id]
 
-    def _header(self, tx: Transmit) -> tuple[PathHeader, bytes]:
+    def _header(self, tx: Transmit) -> PathHeader:
         key = (id(tx.path), tx.ev, tx.dscp)
         cached = self._headers.get(key)
         if cached is None or cached[0] is not tx.path:
             ph = path_header(tx.path, tx.ev, tx.dscp, self.encoding, self.port)
-            cached = self._headers[key] = (tx.path, ph, ph.dst)
+            cached = self._headers[key] = (tx.path, ph)
             self._plane_set.add(tx.path.plane)
-        return cached[1], cached[2]
+        return cached[1]
 
     def _transmit(self, out: list[Transmit]) -> int:
         """Encode and send one burst; returns its bytes on the wire.
@@ -490,7 +491,7 @@ class MrcEndpoint:
             chunk = out[start : start + TX_BURST]
             enc.clear()
             for tx in chunk:
-                add(header(tx)[0], tx.header, tx.payload)
+                add(header(tx), tx.header, tx.payload)
             nbytes += enc.nbytes
             self.sent += len(chunk)
             self._send_encoded(enc, chunk)
@@ -504,20 +505,16 @@ class MrcEndpoint:
         i, n = 0, len(chunk)
         while i < n and not self._backlog and not self._sock_full:
             try:
-                k = batchio.send_raw6(self._tx, enc.view, enc.offsets[i:])
+                k = enc.send(self._tx, i)
             except OSError as exc:
-                self._refused(self._queued_item(enc, chunk, i), exc)
+                self._refused((enc.packet(i), chunk[i]), exc)
                 i += 1
                 continue
             if k == 0:  # the socket buffer is full: every port waits until it is writable
                 self._sock_full = True
             i += k
-        if i < n:
-            self._send([self._queued_item(enc, chunk, j) for j in range(i, n)])
-
-    def _queued_item(self, enc: batchio.PyBurstEncoder, chunk: list[Transmit], j: int) -> Queued:
-        """Packet j of the encoded chunk as a ``Queued`` item (a copy: the buffer is reused)."""
-        return enc.packet(j), self._header(chunk[j])[1], chunk[j]
+        if i < n:  # copies: the buffer is reused by the next chunk
+            self._send([(enc.packet(j), chunk[j]) for j in range(i, n)])
 
     def _can_send(self) -> bool:
         """Whether a new burst can leave: the socket takes packets and some port that
@@ -534,7 +531,7 @@ class MrcEndpoint:
             buf = b"".join(it[0] for it in todo)
             offsets = list(itertools.accumulate((len(it[0]) for it in todo), initial=0))
             try:
-                k = batchio.send_batch(self._tx, buf, offsets, [(it[1], 0) for it in todo])
+                k = batchio.send_raw6(self._tx, buf, offsets)
             except OSError as exc:
                 self._refused(todo[0], exc)
                 todo = [it for it in todo[1:] if not self._hold(it)]
@@ -556,12 +553,12 @@ class MrcEndpoint:
             self._enqueue(item)
         elif exc.errno in PORT_DOWN:
             # our port is down: certain, so the core moves off it and resends now
-            self.core.send_failed(item[2], self.clock())
+            self.core.send_failed(item[1], self.clock())
             self.kick()
 
     def _hold(self, item: Queued) -> bool:
         """Queue ``item`` if its port has a backlog or the socket is full."""
-        if self._sock_full or self._backlog.get(item[2].path.plane):
+        if self._sock_full or self._backlog.get(item[1].path.plane):
             self._enqueue(item)
             return True
         return False
@@ -572,7 +569,7 @@ class MrcEndpoint:
         if self._queued >= MAX_BACKLOG:
             self.backlog_drops += 1
             return
-        plane = item[2].path.plane
+        plane = item[1].path.plane
         q = self._backlog.get(plane)
         if q is None:
             q = self._backlog[plane] = collections.deque()
