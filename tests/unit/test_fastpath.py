@@ -307,16 +307,22 @@ def test_mutated_packets(
 ) -> None:
     path, header, payload = frame
     packet = bytearray(arrived(path, codec.encode(path, header, payload)))
+    mutate(packet, edits, how)
+    if how == "fix":
+        _fix_checksum(packet, path)
+    assert_same_parse(bytes(packet))
+
+
+def mutate(buf: bytearray, edits: list[tuple[int, int]], how: str) -> None:
+    """Cut ``buf`` at the first edit's position, extend it by the edits' values, or
+    (flip, fix) overwrite bytes at the edits' positions."""
     if how == "truncate":
-        del packet[edits[0][0] % len(packet) :]
+        del buf[edits[0][0] % len(buf) :]
     elif how == "extend":
-        packet += bytes(value for _, value in edits)
+        buf += bytes(value for _, value in edits)
     else:
         for position, value in edits:
-            packet[position % len(packet)] = value
-        if how == "fix":
-            _fix_checksum(packet, path)
-    assert_same_parse(bytes(packet))
+            buf[position % len(buf)] = value
 
 
 # ------------------------------------------------------------------ kernel-delivered datagrams
@@ -391,13 +397,7 @@ def test_mutated_datagrams(
 ) -> None:
     _, header, payload = frame
     datagram = bytearray(udp_payload(header, payload))
-    if how == "truncate":
-        del datagram[edits[0][0] % len(datagram) :]
-    elif how == "extend":
-        datagram += bytes(value for _, value in edits)
-    else:
-        for position, value in edits:
-            datagram[position % len(datagram)] = value
+    mutate(datagram, edits, how)
     assert_same_datagram_parse(bytes(datagram), meta)
 
 
