@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from srv6.path import SrPath
@@ -514,21 +514,29 @@ class EvSet:
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
 
-    def usable_planes(self, *, window: bool = True) -> list[int]:
-        """Planes with usable EVs and window room (unless ``window`` is False) whose local
-        port is not busy; if every such plane is busy, those with usable EVs and window
-        room (the IO layer queues per port, nothing is lost).
+    def skip_planes(self, *, window: bool = True) -> Collection[int]:
+        """Planes a pick leaves out: those whose window is full (unless ``window`` is
+        False) and those whose local port is busy, as long as another plane with usable
+        EVs is neither (the IO layer queues per port, so nothing is lost by picking a
+        busy one when all are). Cheap in the common case: no busy port, no allocation.
 
         Without this, a port shared with other traffic (the demo's TCP flow) drains
         slower than the others, and spraying by EV count makes every port wait for it:
         the connection got 4 x the shared port's leftover rate instead of the sum of the
         ports' leftover rates (measured in the failover demo; ours)."""
-        usable, full = self._plane_usable, self.window_full if window else ()
-        planes = [p for p in self.planes if usable[p] and p not in full]
+        full: Collection[int] = self.window_full if window else ()
         busy = self.ports_busy
         if not busy:
-            return planes
-        return [p for p in planes if p not in busy] or planes
+            return full
+        usable = self._plane_usable
+        if any(usable[p] and p not in full and p not in busy for p in self.planes):
+            return busy.union(full)
+        return full
+
+    def usable_planes(self, *, window: bool = True) -> list[int]:
+        """Planes with usable EVs that a pick may take (``skip_planes``)."""
+        usable, skip = self._plane_usable, self.skip_planes(window=window)
+        return [p for p in self.planes if usable[p] and p not in skip]
 
     def usable_in(self, plane: int) -> list[Ev]:
         """The usable EVs of ``plane`` (the caller must not change the list)."""

@@ -72,14 +72,17 @@ class RandomScheduler(Scheduler):
         return ev
 
     def _plane(self, evs: EvSet) -> list[Ev]:
-        """The usable EVs of the next plane (smooth weighted round robin, as nginx) among
-        ``EvSet.usable_planes`` (window room, a local port that is not busy)."""
+        """The usable EVs of the next plane (smooth weighted round robin, as nginx),
+        leaving out ``EvSet.skip_planes`` (full window, busy local port)."""
         credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
-        marked = evs.plane_marked
-        for plane in evs.usable_planes():
+        marked, skip = evs.plane_marked, evs.skip_planes()
+        for plane in evs.planes:
+            n = len(evs.usable_in(plane))
+            if not n or plane in skip:
+                continue
             # a plane whose SACKs are mostly marked has no clean EV left to skip to:
             # its weight falls with the marked fraction (cc/planes.py; ours)
-            weight = len(evs.usable_in(plane)) * (1.0 - marked.get(plane, 0.0))
+            weight = n * (1.0 - marked.get(plane, 0.0))
             total += weight
             c = credit[plane] = credit.get(plane, 0) + weight
             if best < 0 or c > best_credit:
