@@ -39,6 +39,12 @@ from .config import Config
 from .counters import ConnCounters
 from .serial import MASK32, expand
 
+SACK_BITMAP_BITS = frames.SACK_BITMAP_BITS
+# Flag bits as ints: on the per-packet path an IntFlag "&" or "|" builds a new Flags
+# through the enum machinery (~1.5 us); int arithmetic and one table lookup do not.
+_TS, _ACK_REQ, _ECN_ECHO = int(Flags.TS), int(Flags.ACK_REQ), int(Flags.ECN_ECHO)
+_SACK_FLAGS = tuple(Flags(v) for v in range(int(max(Flags)) * 2))
+
 
 class Verdict(enum.Enum):
     """What the connection should do after a data packet."""
@@ -136,7 +142,7 @@ class Receiver:
             self._complete(expand(h.msn, self.next_msn), msg, now)
         self._since_sack += n
         self._note(ev, h)
-        asked = bool(h.common.flags & Flags.ACK_REQ)
+        asked = int(h.common.flags) & _ACK_REQ  # int: an IntFlag "&" costs ~1.5 us
         if ce or gap or asked or self._since_sack >= self.cfg.sack_every_bytes:
             return Verdict.SACK
         if self.ack_deadline == math.inf:
@@ -200,7 +206,7 @@ class Receiver:
             self.next_msn += 1
 
     def _note(self, ev: int, h: DataHeader) -> None:
-        self.trigger = Trigger(ev, h.ts, bool(h.common.flags & Flags.TS))
+        self.trigger = Trigger(ev, h.ts, bool(int(h.common.flags) & _TS))
 
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
@@ -211,15 +217,17 @@ class Receiver:
         """A SACK of the current state reflecting the last trigger."""
         base = max(self.cum, self.highest - 63)
         bitmap = 0
-        if self.ooo:
-            ooo = self.ooo
-            for i in range(64):
+        ooo = self.ooo
+        if len(ooo) < SACK_BITMAP_BITS:  # usually a few PSNs: walk them, not 64 bits
+            for psn in ooo:
+                if 0 <= psn - base < SACK_BITMAP_BITS:
+                    bitmap |= 1 << (psn - base)
+        else:
+            for i in range(SACK_BITMAP_BITS):
                 if base + i in ooo:
                     bitmap |= 1 << i
         t = self.trigger
-        flags = common.flags | (Flags.TS if t.has_ts else Flags.NONE)
-        if ce:
-            flags |= Flags.ECN_ECHO
+        flags = _SACK_FLAGS[int(common.flags) | (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)]
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.advertised = self.rwnd

@@ -43,6 +43,8 @@ from .scheduler import Scheduler
 from .serial import MASK32, expand
 from .transmit import Transmit
 
+_TS, _ECN_ECHO = int(Flags.TS), int(Flags.ECN_ECHO)
+
 
 @dataclass(slots=True, eq=False)
 class OutMessage:
@@ -332,7 +334,7 @@ class Sender:
         else:
             self.counters.sack_stale += 1
         rtt = self._reflected_rtt(h, now)
-        ecn = bool(h.common.flags & Flags.ECN_ECHO)
+        ecn = bool(int(h.common.flags) & _ECN_ECHO)  # int: an IntFlag "&" costs ~1.5 us
         trigger = self.evs.by_value.get(h.ev)  # the EV of the packet that asked for it
         if trigger is None:
             self.counters.sack_unknown_ev += 1
@@ -430,7 +432,7 @@ class Sender:
         return best
 
     def _reflected_rtt(self, h: frames.SackHeader, now: float) -> float | None:
-        if not h.common.flags & Flags.TS:
+        if not int(h.common.flags) & _TS:
             return None
         rtt = now - h.ts / 1e9
         if not 0 <= rtt < 60:
