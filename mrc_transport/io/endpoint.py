@@ -81,6 +81,7 @@ MAX_BACKLOG = 65536  # packets queued behind a full socket buffer before we drop
 TX_BURST = 64  # packets encoded into the burst buffer per send call (one sendmmsg chunk)
 SRH_ALLOWANCE = 8 + 16 * 8  # SRH of up to 8 segments (Config.mss docstring)
 UDP_LEN = 8
+HEADER_CACHE_LIMIT = 1 << 16  # cached PathHeaders (path, EV, DSCP) before a fresh start
 
 
 def io_config(cfg: Config) -> Config:
@@ -470,6 +471,10 @@ class MrcEndpoint:
         cached = self._headers.get(key)
         if cached is None or cached[0] is not tx.path:
             ph = path_header(tx.path, tx.ev, tx.dscp, self.encoding, self.port)
+            if len(self._headers) >= HEADER_CACHE_LIMIT:
+                # every connection brings its own EVs: a long-running server would grow
+                # without bound; the live connections' entries come back at their next use
+                self._headers.clear()
             cached = self._headers[key] = (tx.path, ph)
             self._plane_set.add(tx.path.plane)
         return cached[1]

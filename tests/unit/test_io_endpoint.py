@@ -533,3 +533,18 @@ def test_a_refused_send_from_the_backlog_is_told_to_the_core(
     ep._flush_backlog()
     assert ep.send_errors["ENETUNREACH"] > 0
     assert len(refused) == ep.send_errors["ENETUNREACH"]
+
+
+def test_the_header_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running server meets new EVs with every connection; the cache of their
+    PathHeaders starts over at its limit instead of growing, and still answers right."""
+    monkeypatch.setattr(ep_mod, "HEADER_CACHE_LIMIT", 8)
+    ep = MrcEndpoint(config())
+    path = paths(2, 2)[0]
+    header = frames.ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 1, 2), 0, 0, 0)
+    for ev in range(50):
+        ph = ep._header(Transmit(path, ev, header, b"", frames.DSCP_CONTROL))
+        assert ph.ev == ev
+        assert len(ep._headers) <= 8
+    again = Transmit(path, 49, header, b"", frames.DSCP_CONTROL)
+    assert ep._header(again) is ep._header(again)  # a hit returns the cached object
