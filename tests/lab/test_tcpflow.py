@@ -161,7 +161,10 @@ def test_flow_between_namespaces_is_recorded_and_verified(pair: Pair, tmp_path: 
 
 
 def test_gray_cut_stalls_tcp_for_the_cut(pair: Pair, tmp_path: Path) -> None:
-    cut_s = 0.6
+    # Between TCP's first two retransmissions after the cut (RTO ~0.2 s, doubling: 0.2 and
+    # 0.6 s after it): a 0.6 s cut raced the second one, and when the restore came just
+    # after it, TCP waited until 1.4 s, past the window its recovery is measured in.
+    cut_s = 0.45
     sent, end, (t_cut0, t_cut, t_restore0, t_restore) = _run_flow(pair, tmp_path, 3.0, (0.8, cut_s))
     assert end["verified"] is True
     assert end["bytes"] == sent["bytes_sent"]
@@ -173,7 +176,7 @@ def test_gray_cut_stalls_tcp_for_the_cut(pair: Pair, tmp_path: Path) -> None:
     length = t_restore - t_cut
     # TCP cannot deliver during the cut, and resumes at its next retransmission after it:
     # with the RTO doubling from 0.2 s (retries 0.2, 0.6, 1.4 s after the cut), at most
-    # about twice the cut plus one minimum RTO. Measured: 0.63 s cut -> 0.65 s stall.
+    # about twice the cut plus one minimum RTO.
     assert t_restore0 - t_cut <= stall.duration <= 2 * length + 0.4, (stall, length)
     assert t_cut0 - 0.05 <= stall.start <= t_cut
     assert stall.end >= t_restore0
