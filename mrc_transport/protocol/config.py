@@ -51,7 +51,8 @@ class Config:
     encode + send costs tens of microseconds per packet, asks for a few dozen at a time
     so every packet's timestamp is its real send time: io/endpoint.py caps it)."""
     sack_every_bytes: int = 16384
-    """The receiver SACKs after this many new bytes (htsim: 16 KB)."""
+    """The receiver SACKs after this many new bytes (htsim: 16 KB); an endpoint on real
+    sockets raises it to four packets (io/endpoint.py ``IO_SACK_PACKETS``)."""
     ack_delay: float = 50e-6
     """Longest the receiver holds back a SACK for received data (ours)."""
     reorder_window: int = 4096

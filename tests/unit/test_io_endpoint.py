@@ -165,10 +165,12 @@ def in_order_per_port(sent: Sequence[bytes]) -> bool:
 
 
 # -- pure helpers ---------------------------------------------------------------------------
-def test_io_config_caps_the_burst_and_sets_a_host_delay() -> None:
-    cfg = io_config(Config())
+def test_io_config_caps_the_burst_and_sets_a_host_delay_and_sack_spacing() -> None:
+    cfg = io_config(Config(mss=8916))
     assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (16, 1e-3)
-    mine = Config(max_burst=4, host_delay=2e-3)
+    assert cfg.sack_every_bytes == 4 * 8916  # four jumbo packets, not htsim's two
+    assert io_config(Config(mss=1000)).sack_every_bytes == Config().sack_every_bytes
+    mine = Config(max_burst=4, host_delay=2e-3, mss=1000)
     assert io_config(mine) is mine
 
 
