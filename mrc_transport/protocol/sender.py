@@ -10,6 +10,10 @@ the RTX flag. Losses are found two ways (RFC 8985 RACK and a FACK-style packet t
 - packets: a packet is lost when a PSN ``max(1.5 max window, 5)`` packets higher was
   SACKed (htsim uses ``max(min(1.5 cwnd, max window), 5)``).
 
+Loss detection runs once per batch of SACKs, at the next send decision or timer, not
+after each SACK: a userspace endpoint reads SACKs in bursts, and a SACK later in a burst
+may acknowledge what an earlier one alone would call lost.
+
 A lost packet's EV goes ASSUMED_BAD and the packet is queued for retransmission, oldest
 PSN first. An RTO (RFC 6298, exponential backoff) resends the oldest packet out for
 longer than the RTO on another EV and blames no EV (ours; TCP resends one segment too,
