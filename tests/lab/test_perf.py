@@ -176,7 +176,13 @@ def test_ecn_on_one_plane_shifts_traffic(lab: str, tmp_path: Path) -> None:
     assert rc == 0
     assert end["verified"] is True
     planes = {p["plane"]: p for p in end["planes"]}
-    assert planes[0]["ecn"] > 5 * max(1, planes[1]["ecn"])
+    # per packet sent, not in total: plane 1 carries most of the transfer, and the lab's
+    # default marking (1% of ECT packets per link) marks ~2% of it: 37-50 echoes of ~2050
+    # packets in 5 runs, against 280-340 of ~350 on plane 0; totals compared at 5x failed
+    # about 1 run in 8 (253 against 51)
+    share = {p: planes[p]["ecn"] / max(1, planes[p]["sent"]) for p in (0, 1)}
+    assert share[0] > 0.5
+    assert share[0] > 5 * share[1], share
     assert planes[0]["sent"] < 0.8 * planes[1]["sent"], planes
 
 
