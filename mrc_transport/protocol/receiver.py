@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, DataHeader, Flags
 
@@ -44,6 +45,7 @@ SACK_BITMAP_BITS = frames.SACK_BITMAP_BITS
 # through the enum machinery (~1.5 us); int arithmetic and one table lookup do not.
 _TS, _ACK_REQ, _ECN_ECHO = int(Flags.TS), int(Flags.ACK_REQ), int(Flags.ECN_ECHO)
 _SACK_FLAGS = tuple(Flags(v) for v in range(int(max(Flags)) * 2))
+_new_sack_header = builder(frames.SackHeader)  # one per SACK: without the frozen __init__
 
 
 class Verdict(enum.Enum):
@@ -232,7 +234,7 @@ class Receiver:
         self.ack_deadline = math.inf
         self.advertised = self.rwnd
         self.counters.sacks_sent += 1
-        return frames.SackHeader(
+        return _new_sack_header(
             Common(common.opcode, flags, common.dst_conn, common.src_conn),
             self.cum & MASK32,
             base & MASK32,

@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, DataHeader, Flags, NackReason, Opcode
 
@@ -48,6 +49,9 @@ from .serial import MASK32, expand
 from .transmit import Transmit
 
 _TS, _ECN_ECHO = int(Flags.TS), int(Flags.ECN_ECHO)
+# one data header and one Transmit per packet: built without the frozen __init__
+_new_data_header = builder(DataHeader)
+_new_transmit = builder(Transmit)
 
 
 @dataclass(slots=True, eq=False)
@@ -309,7 +313,7 @@ class Sender:
         common = self._commons.get(key)
         if common is None:  # a handful of kinds per connection: build each once
             common = self._commons[key] = Common(pkt.opcode, flags, self.dst_conn, self.conn)
-        header = DataHeader(
+        header = _new_data_header(
             common,
             pkt.psn & MASK32,
             msg.msn & MASK32,
@@ -318,7 +322,7 @@ class Sender:
             int(now * 1e9),
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
-        out.append(Transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
+        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
 
     # -- SACK ---------------------------------------------------------------------------
     def on_sack(self, h: frames.SackHeader, now: float) -> None:

@@ -15,8 +15,9 @@ part short:
 * received ``PathHeader`` and ``Common`` objects are interned by their wire bytes: frozen
   dataclasses, so sharing them is safe, and a connection sees few distinct ones;
 * headers and packets are built as a plain twin class with the same slots, then given
-  their frame class by ``__class__`` assignment (``_twin``): the same objects a frozen
-  dataclass's ``__init__`` builds, minus its per-field ``object.__setattr__`` calls.
+  their frame class by ``__class__`` assignment (``mrc_transport.frozen``): the same
+  objects a frozen dataclass's ``__init__`` builds, minus its per-field
+  ``object.__setattr__`` calls.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mrc_transport._fastpath import ffi, lib
+from mrc_transport.frozen import twin
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
@@ -132,34 +134,12 @@ _ROUTING_HEADER = 43
 _UDP_PORTS = struct.Struct("!HH")
 
 
-def _twin(cls: type[Any]) -> type[Any] | None:
-    """A plain class with the slot layout of frozen slotted dataclass ``cls``, or None.
-
-    A twin instance gets its slots by ordinary attribute stores (which CPython 3.11
-    specializes to a direct slot write), then becomes a ``cls`` by ``__class__`` assignment,
-    which CPython allows between classes of identical layout. The result is an ordinary
-    ``cls`` instance, field for field what ``cls(...)`` builds, without the frozen
-    ``__init__``'s one ``object.__setattr__`` call per field (about 4x faster for a
-    SackHeader). None for a class this does not fit (``__post_init__``, no slots, a base).
-    """
-    slots = cls.__dict__.get("__slots__")
-    if slots is None or hasattr(cls, "__post_init__") or cls.__bases__ != (object,):
-        return None
-    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
-    probe: Any = object.__new__(twin)
-    try:
-        probe.__class__ = cls  # CPython refuses unless the layouts are identical
-    except TypeError:
-        return None
-    return twin
-
-
 def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
     """``decode(path, common, buf, off) -> Packet`` for a header of class cls whose body
     (layout ``body``, fields in dataclass order) starts at buf[off]; the payload follows."""
     names = [field.name for field in dataclasses.fields(cls)][1:]
     convert = {"reason": _NACK_REASONS} if cls is NackHeader else {}
-    header_twin, packet_twin = _twin(cls), _twin(Packet)
+    header_twin, packet_twin = twin(cls), twin(Packet)
     if header_twin is None or packet_twin is None:  # frames changed shape: the plain way
 
         def plain(path: PathHeader, common: Common, buf: bytes, off: int) -> Packet:
