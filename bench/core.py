@@ -10,8 +10,9 @@ objects), then the core with every packet encoded and decoded through each codec
 available (pure Python, and C when ``mrc_transport.wire.BACKEND == "c"``), so the IO layer
 knows its per-core packet budget. Ratios are printed against the core alone.
 
-    python bench/core.py            # about 20 s
+    python bench/core.py                 # about 20 s
     python bench/core.py --quick
+    python bench/core.py --config perf   # as mrc perf runs the core: NSCC, 9 KB, bursts of 16
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ipaddress import IPv6Address
 from types import ModuleType
 
 from mrc_transport import wire
+from mrc_transport.io.endpoint import io_config
 from mrc_transport.protocol import Config, Endpoint, Transmit
 from mrc_transport.wire import codec, frames
 from srv6.path import SrPath
@@ -100,13 +102,35 @@ class Result:
         return self.data_packets / self.receiver_cpu
 
 
-def run(trip: tuple[Encode, Decode], nbytes: int, mss: int) -> Result:
+@dataclass(frozen=True)
+class Setup:
+    """How the two cores are configured and stepped."""
+
+    cfg: Config
+    """The configuration of both ends."""
+    per_plane: int
+    """Paths per plane (2 planes)."""
+    step: float
+    """Simulated seconds per round trip of the loop."""
+
+
+def setup(name: str, mss: int) -> Setup:
+    """ "bench": a fixed 512 KB window, bursts as large as the window allows (the core's own
+    ceiling); "perf": as ``mrc perf`` runs it on the unshaped lab (io_config: bursts of 16,
+    a SACK per 4 packets; NSCC per plane, 2 planes x 2 paths, a 9 KB MSS unless --mss)."""
+    if name == "bench":
+        cfg = Config(mss=mss, cc="fixed", fixed_window=512 * 1024, rcvbuf=1 << 30)
+        return Setup(cfg, 4, 20e-6)
+    return Setup(io_config(Config(mss=mss, nic_rate_bps=8e9, rcvbuf=1 << 30)), 2, 200e-6)
+
+
+def run(trip: tuple[Encode, Decode], nbytes: int, how: Setup) -> Result:
     """One transfer of ``nbytes``; CPU seconds spent on each side."""
     encode, decode = trip
-    cfg = Config(mss=mss, cc="fixed", fixed_window=512 * 1024, rcvbuf=1 << 30)
+    cfg = how.cfg
     client = Endpoint(cfg, random.Random(1))
-    server = Endpoint(cfg, random.Random(2), lambda ph: sr_paths(2, 1))
-    conn = client.connect(sr_paths(1, 2), 0.0)
+    server = Endpoint(cfg, random.Random(2), lambda ph: sr_paths(2, 1, per_plane=how.per_plane))
+    conn = client.connect(sr_paths(1, 2, per_plane=how.per_plane), 0.0)
     now, cpu_s, cpu_r, got = 0.0, 0.0, 0.0, 0
     data = memoryview(bytes(nbytes))
     sent = False
@@ -135,12 +159,12 @@ def run(trip: tuple[Encode, Decode], nbytes: int, mss: int) -> Result:
         t3 = clock()
         cpu_s += (t1 - t0) + (t3 - t2)
         cpu_r += t2 - t1
-        now += 20e-6
+        now += how.step
     return Result(conn.counters.data_sent, cpu_s, cpu_r)
 
 
-def best(trip: tuple[Encode, Decode], nbytes: int, mss: int, repeats: int) -> Result:
-    runs = [run(trip, nbytes, mss) for _ in range(repeats)]
+def best(trip: tuple[Encode, Decode], nbytes: int, how: Setup, repeats: int) -> Result:
+    runs = [run(trip, nbytes, how) for _ in range(repeats)]
     return Result(
         runs[0].data_packets,
         min(r.sender_cpu for r in runs),
@@ -151,9 +175,17 @@ def best(trip: tuple[Encode, Decode], nbytes: int, mss: int, repeats: int) -> Re
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller transfer, one repeat")
-    parser.add_argument("--mss", type=int, default=1200)
+    parser.add_argument(
+        "--config",
+        choices=("bench", "perf"),
+        default="bench",
+        help="bench: fixed window, large bursts; perf: as mrc perf runs it",
+    )
+    parser.add_argument("--mss", type=int, help="default 1200 (bench) or 8916 (perf)")
     args = parser.parse_args(argv)
-    nbytes = (4 if args.quick else 24) * 1_000_000
+    mss = args.mss or (1200 if args.config == "bench" else 8916)
+    how = setup(args.config, mss)
+    nbytes = (4 if args.quick else 24) * 1_000_000 * (mss // 1200 if args.config == "perf" else 1)
     repeats = 1 if args.quick else 3
     modes = [("core alone", as_objects()), ("core + python codec", through(codec))]
     if wire.BACKEND == "c":
@@ -161,13 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         modes.append(("core + C codec", through(fast)))
     else:
         print("C fast path not built: pure-Python figures only")
-    print(f"{nbytes / 1e6:.0f} MB, MSS {args.mss}, best of {repeats}; data packets per CPU second")
+    print(
+        f"{nbytes / 1e6:.0f} MB, MSS {mss}, config {args.config}, best of {repeats}; "
+        "data packets per CPU second"
+    )
     print(f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender Gb/s':>13}{'vs alone':>10}")
     base: Result | None = None
     for name, trip in modes:
-        r = best(trip, nbytes, args.mss, repeats)
+        r = best(trip, nbytes, how, repeats)
         base = base or r
-        gbps = r.sender_pps * args.mss * 8 / 1e9
+        gbps = r.sender_pps * mss * 8 / 1e9
         ratio = r.sender_pps / base.sender_pps
         print(
             f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}{ratio:>10.2f}"
