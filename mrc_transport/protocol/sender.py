@@ -356,8 +356,8 @@ class Sender:
         # Loss detection is due, but runs at the next timer or send decision rather than
         # here: SACKs arrive in bursts (one receive call, one ``now``), and a later SACK of
         # the same burst may acknowledge what this one would declare lost. Measured in the
-        # unshaped lab: every one of 355 false losses in a 5 s transfer was acknowledged
-        # by a SACK of the burst that declared it.
+        # unshaped lab: of 26 sampled false losses (355 in a 5 s transfer), 18 were
+        # acknowledged by a SACK of the very burst that declared them.
         self.reorder_deadline = min(self.reorder_deadline, now)
 
     def _ack_cumulative(self, cum: int, now: float, acked: dict[int, int]) -> None:

@@ -2,7 +2,7 @@
 
 A userspace endpoint reads SACKs in bursts (one receive call, one ``now``). Loss detection
 that ran after each SACK declared packets lost that a later SACK of the same burst
-acknowledged: in the unshaped lab every false loss of a fault-free transfer was of that
+acknowledged: in the unshaped lab most false losses of a fault-free transfer were of that
 kind, and each one retired its EV.
 """
 
