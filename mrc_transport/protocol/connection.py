@@ -183,17 +183,7 @@ class Connection:
         """Every packet to send now: control first, then data while the windows allow."""
         out, self._control = self._control, []
         if self.state in SENDING:
-            n0 = len(out)
-            self.sender.fill(now, out, n0 + self.cfg.max_burst)
-            if len(out) > n0:
-                last = out[-1]
-                header = replace(
-                    last.header,
-                    common=replace(
-                        last.header.common, flags=last.header.common.flags | Flags.ACK_REQ
-                    ),
-                )
-                out[-1] = replace(last, header=header)
+            self.sender.fill(now, out, len(out) + self.cfg.max_burst)
             self._arm_persist(now)
             if self.state is ConnState.CLOSING and self.sender.idle():
                 self._move(ConnInput.DRAINED, now)

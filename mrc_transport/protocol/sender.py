@@ -48,7 +48,8 @@ from .scheduler import Scheduler
 from .serial import MASK32, expand
 from .transmit import Transmit
 
-_TS, _ECN_ECHO = int(Flags.TS), int(Flags.ECN_ECHO)
+_TS, _ECN_ECHO, _ACK_REQ = int(Flags.TS), int(Flags.ECN_ECHO), int(Flags.ACK_REQ)
+_FLAG_SET = tuple(Flags(v) for v in range(int(max(Flags)) * 2))  # int -> Flags, no enum call
 # one data header and one Transmit per packet: built without the frozen __init__
 _new_data_header = builder(DataHeader)
 _new_transmit = builder(Transmit)
@@ -219,9 +220,17 @@ class Sender:
 
     # -- sending ------------------------------------------------------------------------
     def fill(self, now: float, out: list[Transmit], limit: int) -> None:
-        """Append data packets (retransmissions first) while the windows allow."""
+        """Append data packets (retransmissions first) while the windows allow; the last
+        one asks for a SACK at once (ACK_REQ), so the burst's end is acknowledged without
+        waiting for more data or the ack delay."""
         if self.reorder_deadline <= now:  # SACKs came in since the last decision
             self.detect_losses(now)
+        first = len(out)
+        self._fill(now, out, limit)
+        if len(out) > first:
+            out[-1] = self._asking_ack(out[-1])
+
+    def _fill(self, now: float, out: list[Transmit], limit: int) -> None:
         while len(out) < limit:
             pkt = self._next_rtx()
             if pkt is not None:
@@ -309,12 +318,8 @@ class Sender:
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
         msg = pkt.msg
-        key = (pkt.opcode, flags, self.dst_conn)
-        common = self._commons.get(key)
-        if common is None:  # a handful of kinds per connection: build each once
-            common = self._commons[key] = Common(pkt.opcode, flags, self.dst_conn, self.conn)
         header = _new_data_header(
-            common,
+            self._common(pkt.opcode, flags),
             pkt.psn & MASK32,
             msg.msn & MASK32,
             pkt.offset,
@@ -323,6 +328,21 @@ class Sender:
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
         out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
+
+    def _common(self, opcode: Opcode, flags: Flags) -> Common:
+        key = (opcode, flags, self.dst_conn)
+        common = self._commons.get(key)
+        if common is None:  # a handful of kinds per connection: build each once
+            common = self._commons[key] = Common(opcode, flags, self.dst_conn, self.conn)
+        return common
+
+    def _asking_ack(self, tx: Transmit) -> Transmit:
+        """Data packet ``tx`` with ACK_REQ set."""
+        h = tx.header
+        assert isinstance(h, DataHeader)
+        common = self._common(h.common.opcode, _FLAG_SET[int(h.common.flags) | _ACK_REQ])
+        header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
+        return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
     # -- SACK ---------------------------------------------------------------------------
     def on_sack(self, h: frames.SackHeader, now: float) -> None:
