@@ -191,7 +191,8 @@ class EvSet:
         self.by_value: dict[int, Ev] = {}
         self.usable: list[Ev] = []
         self._pos: dict[int, int] = {}
-        self._plane_usable: dict[int, list[Ev]] = {p: [] for p in self.planes}
+        self.usable_by_plane: dict[int, list[Ev]] = {p: [] for p in self.planes}
+        """The usable EVs of each plane (read only: the set keeps them)."""
         self._plane_pos: dict[int, int] = {}
         self._plane_ctl = dict.fromkeys(self.planes, 0)
         self.skipped: list[Ev] = []
@@ -254,7 +255,7 @@ class EvSet:
     def _add_usable(self, ev: Ev) -> None:
         self._pos[ev.value] = len(self.usable)
         self.usable.append(ev)
-        mine = self._plane_usable[ev.plane]
+        mine = self.usable_by_plane[ev.plane]
         self._plane_pos[ev.value] = len(mine)
         mine.append(ev)
 
@@ -264,7 +265,7 @@ class EvSet:
             return
         _swap_remove(self.usable, self._pos, i, ev)
         _swap_remove(
-            self._plane_usable[ev.plane], self._plane_pos, self._plane_pos.pop(ev.value), ev
+            self.usable_by_plane[ev.plane], self._plane_pos, self._plane_pos.pop(ev.value), ev
         )
 
     # -- the state table ----------------------------------------------------------------
@@ -528,19 +529,19 @@ class EvSet:
         busy = self.ports_busy
         if not busy:
             return full
-        usable = self._plane_usable
+        usable = self.usable_by_plane
         if any(usable[p] and p not in full and p not in busy for p in self.planes):
             return busy.union(full)
         return full
 
     def usable_planes(self, *, window: bool = True) -> list[int]:
         """Planes with usable EVs that a pick may take (``skip_planes``)."""
-        usable, skip = self._plane_usable, self.skip_planes(window=window)
+        usable, skip = self.usable_by_plane, self.skip_planes(window=window)
         return [p for p in self.planes if usable[p] and p not in skip]
 
     def usable_in(self, plane: int) -> list[Ev]:
         """The usable EVs of ``plane`` (the caller must not change the list)."""
-        return self._plane_usable.get(plane, [])
+        return self.usable_by_plane.get(plane, [])
 
     def control_ev(self, plane: int | None = None) -> Ev:
         """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set),
@@ -551,7 +552,7 @@ class EvSet:
         the peer's side silently eats whatever we send on it (the paper's reverse EV set
         has at least one EV per plane; spraying triggers over the planes spreads the
         replies the same way)."""
-        mine = self._plane_usable.get(plane) if plane is not None else None
+        mine = self.usable_by_plane.get(plane) if plane is not None else None
         if mine:
             assert plane is not None
             i = self._plane_ctl[plane] = (self._plane_ctl[plane] + 1) % len(mine)
