@@ -13,9 +13,9 @@ Bounds, from measurement (docs/workshop.md quotes them):
   the cut plus 0.4 s (tests/lab/test_tcpflow.py measured the same). The fault window runs
   from when the cut was logged to when the restore was logged; the restore is logged after
   re-applying the link's config (~0.1-0.2 s), and TCP may resume inside that, so the lower
-  bound is the window less RESTORE_LAG_MS. The cut, CUT_S, ends between TCP's
-  retransmissions 0.6 and 1.4 s after it: a 1.5 s cut raced the one at 1.4 s, and when the
-  restore came after it TCP waited until 3.0 s, past the end of the run (an open stall)."""
+  bound is the window less RESTORE_LAG_MS. The cut, CUT_S, ends well between TCP's
+  retransmissions 0.6 and 1.4 s after it: after a 1.5 s cut TCP resumed at its retry
+  3.0 s after the cut, which the run's 2 s tail did not always cover (an open stall)."""
 
 from __future__ import annotations
 
