@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from srv6.path import SrPath
@@ -42,9 +41,7 @@ from .receiver import Receiver, Verdict
 from .scheduler import make_scheduler
 from .sender import Sender
 from .serial import MASK32
-from .transmit import Transmit
-
-_new_transmit = builder(Transmit)  # one per SACK: without the frozen __init__
+from .transmit import Transmit, new_transmit
 
 
 class ConnState(enum.Enum):
@@ -299,7 +296,7 @@ class Connection:
             ev = self.evs.control_ev(self._reply_plane)
         else:
             ev = self.evs.by_value[ev_value]
-        self._control.append(_new_transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
+        self._control.append(new_transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
 
     def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
         return frames.SetupHeader(

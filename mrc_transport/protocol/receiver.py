@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import Common, DataHeader, Flags
+from mrc_transport.wire.frames import FLAGS_BY_VALUE, Common, DataHeader, Flags
 
 from . import events
 from .config import Config
@@ -42,9 +42,8 @@ from .serial import MASK32, expand
 
 SACK_BITMAP_BITS = frames.SACK_BITMAP_BITS
 # Flag bits as ints: on the per-packet path an IntFlag "&" or "|" builds a new Flags
-# through the enum machinery (~1.5 us); int arithmetic and one table lookup do not.
+# through the enum machinery (~1.5 us); int arithmetic and FLAGS_BY_VALUE do not.
 _TS, _ACK_REQ, _ECN_ECHO = int(Flags.TS), int(Flags.ACK_REQ), int(Flags.ECN_ECHO)
-_SACK_FLAGS = tuple(Flags(v) for v in range(int(max(Flags)) * 2))
 _new_sack_header = builder(frames.SackHeader)  # one per SACK: without the frozen __init__
 
 
@@ -117,9 +116,10 @@ class Receiver:
     def on_data(self, h: DataHeader, payload: bytes, ev: int, ce: bool, now: float) -> Verdict:
         """Place one data packet; say whether to SACK now."""
         psn = expand(h.psn, self.cum)
+        bits = int(h.common.flags)  # int: an IntFlag "&" costs ~1.5 us
         if psn < self.cum or psn in self.ooo:
             self.counters.dup_packets += 1
-            self._note(ev, h)
+            self._note(ev, h, bits)
             return Verdict.SACK
         if psn >= self.cum + self.cfg.reorder_window:
             self.counters.psn_out_of_window += 1
@@ -143,9 +143,8 @@ class Receiver:
         if not msg.missing:
             self._complete(expand(h.msn, self.next_msn), msg, now)
         self._since_sack += n
-        self._note(ev, h)
-        asked = int(h.common.flags) & _ACK_REQ  # int: an IntFlag "&" costs ~1.5 us
-        if ce or gap or asked or self._since_sack >= self.cfg.sack_every_bytes:
+        self._note(ev, h, bits)
+        if ce or gap or bits & _ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
             return Verdict.SACK
         if self.ack_deadline == math.inf:
             self.ack_deadline = now + self.cfg.ack_delay
@@ -207,8 +206,8 @@ class Receiver:
             self._emit(events.MessageReceived(now, self.conn, self.next_msn, m.buf))
             self.next_msn += 1
 
-    def _note(self, ev: int, h: DataHeader) -> None:
-        self.trigger = Trigger(ev, h.ts, bool(int(h.common.flags) & _TS))
+    def _note(self, ev: int, h: DataHeader, bits: int) -> None:
+        self.trigger = Trigger(ev, h.ts, bool(bits & _TS))
 
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
@@ -229,7 +228,8 @@ class Receiver:
                 if base + i in ooo:
                     bitmap |= 1 << i
         t = self.trigger
-        flags = _SACK_FLAGS[int(common.flags) | (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)]
+        bits = int(common.flags) | (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)
+        flags = FLAGS_BY_VALUE[bits]
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.advertised = self.rwnd

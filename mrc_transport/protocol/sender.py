@@ -37,7 +37,14 @@ from dataclasses import dataclass
 
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import Common, DataHeader, Flags, NackReason, Opcode
+from mrc_transport.wire.frames import (
+    FLAGS_BY_VALUE,
+    Common,
+    DataHeader,
+    Flags,
+    NackReason,
+    Opcode,
+)
 
 from . import events
 from .cc.planes import PlaneWindows
@@ -46,13 +53,11 @@ from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
 from .scheduler import Scheduler
 from .serial import MASK32, expand
-from .transmit import Transmit
+from .transmit import Transmit, new_transmit
 
 _TS, _ECN_ECHO, _ACK_REQ = int(Flags.TS), int(Flags.ECN_ECHO), int(Flags.ACK_REQ)
-_FLAG_SET = tuple(Flags(v) for v in range(int(max(Flags)) * 2))  # int -> Flags, no enum call
-# one data header and one Transmit per packet: built without the frozen __init__
+# one data header per packet: built without the frozen __init__
 _new_data_header = builder(DataHeader)
-_new_transmit = builder(Transmit)
 
 
 @dataclass(slots=True, eq=False)
@@ -327,7 +332,7 @@ class Sender:
             int(now * 1e9),
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
-        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
+        out.append(new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
 
     def _common(self, opcode: Opcode, flags: Flags) -> Common:
         key = (opcode, flags, self.dst_conn)
@@ -340,9 +345,9 @@ class Sender:
         """Data packet ``tx`` with ACK_REQ set."""
         h = tx.header
         assert isinstance(h, DataHeader)
-        common = self._common(h.common.opcode, _FLAG_SET[int(h.common.flags) | _ACK_REQ])
+        common = self._common(h.common.opcode, FLAGS_BY_VALUE[int(h.common.flags) | _ACK_REQ])
         header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
-        return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
+        return new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
     # -- SACK ---------------------------------------------------------------------------
     def on_sack(self, h: frames.SackHeader, now: float) -> None:
@@ -361,8 +366,9 @@ class Sender:
             self.peer_rwnd = h.rwnd
         else:
             self.counters.sack_stale += 1
-        rtt = self._reflected_rtt(h, now)
-        ecn = bool(int(h.common.flags) & _ECN_ECHO)  # int: an IntFlag "&" costs ~1.5 us
+        bits = int(h.common.flags)  # int: an IntFlag "&" costs ~1.5 us
+        rtt = self._reflected_rtt(h, now) if bits & _TS else None
+        ecn = bool(bits & _ECN_ECHO)
         trigger = self.evs.by_value.get(h.ev)  # the EV of the packet that asked for it
         if trigger is None:
             self.counters.sack_unknown_ev += 1
@@ -460,8 +466,7 @@ class Sender:
         return best
 
     def _reflected_rtt(self, h: frames.SackHeader, now: float) -> float | None:
-        if not int(h.common.flags) & _TS:
-            return None
+        """The RTT of the SACK's trigger from its reflected timestamp (flag TS set)."""
         rtt = now - h.ts / 1e9
         if not 0 <= rtt < 60:
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mrc_transport.frozen import builder
 from mrc_transport.wire.frames import Header
 from srv6.path import SrPath
 
@@ -22,3 +23,8 @@ class Transmit:
     """Data payload: a slice of the application's message, not a copy."""
     dscp: int
     """DSCP of the traffic class (data or control)."""
+
+
+new_transmit = builder(Transmit)
+"""``Transmit(...)`` for per-packet paths: the same object without the frozen ``__init__``
+(mrc_transport/frozen.py)."""

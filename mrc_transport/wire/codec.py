@@ -23,14 +23,15 @@ from typing import Any, NamedTuple
 
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
+    FLAGS_BY_VALUE,
     IPV6_HEADER_LEN,
+    KNOWN_FLAGS,
     MRC_VERSION,
     UDP_HEADER_LEN,
     CloseHeader,
     Common,
     DataHeader,
     Ecn,
-    Flags,
     Header,
     NackHeader,
     NackReason,
@@ -54,7 +55,6 @@ __all__ = [
 
 UDP_PROTO = 17
 _FOLD = 0xFFFF
-_KNOWN_FLAGS = int(Flags.RTX | Flags.TS | Flags.ECN_ECHO | Flags.ACK_REQ)
 
 # version(4) | traffic class(8) | flow label(20), payload length, next header, hop limit,
 # source, destination (RFC 8200 section 3).
@@ -128,7 +128,6 @@ _BODIES: dict[type[Any], struct.Struct] = {
 
 # Decoded enum values by wire value, so decoding does no enum lookups.
 _OPCODES = {int(op): op for op in Opcode}
-_FLAGS = tuple(Flags(value) for value in range(_KNOWN_FLAGS + 1))
 _ECNS = tuple(Ecn(value) for value in range(4))
 _NACK_REASONS = {int(reason): reason for reason in NackReason}
 
@@ -291,8 +290,8 @@ def _decode_header(buf: bytes | bytearray | memoryview, off: int, end: int) -> t
     op = _OPCODES.get(opcode)
     if op is None:
         raise BadPacket("unknown_opcode", f"opcode {opcode:#04x}")
-    if flags & ~_KNOWN_FLAGS:
-        raise BadPacket("bad_field", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#04x}")
+    if flags & ~KNOWN_FLAGS:
+        raise BadPacket("bad_field", f"unknown flag bits {flags & ~KNOWN_FLAGS:#04x}")
     kind = _OPCODE_CLASS[op]
     body = _BODIES[kind]
     off += _COMMON.size
@@ -309,7 +308,7 @@ def _decode_header(buf: bytes | bytearray | memoryview, off: int, end: int) -> t
         values = (values[0], reason, *values[2:])
     elif op is Opcode.ACK and values[2]:
         raise BadPacket("bad_field", f"ACK with a non-zero bitmap {values[2]:#x}")
-    header: Header = kind(Common(op, _FLAGS[flags], dst_conn, src_conn), *values)
+    header: Header = kind(Common(op, FLAGS_BY_VALUE[flags], dst_conn, src_conn), *values)
     if kind is DataHeader:
         _data_rules(header, end - off)  # type: ignore[arg-type]
     return header, off

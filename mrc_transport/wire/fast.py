@@ -34,11 +34,11 @@ from mrc_transport.frozen import twin
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
+    FLAGS_BY_VALUE,
     CloseHeader,
     Common,
     DataHeader,
     Ecn,
-    Flags,
     Header,
     NackHeader,
     NackReason,
@@ -66,7 +66,6 @@ _FOLD = 0xFFFF
 _MAX_SEGMENTS = 127  # srv6.srh.MAX_SEGMENTS: hdr_ext_len is one byte
 _CACHE_LIMIT = 4096  # interned paths/commons/templates before a cache starts over
 _IPV6_LEN = 40
-_KNOWN_FLAGS = int(Flags.RTX | Flags.TS | Flags.ECN_ECHO | Flags.ACK_REQ)
 _MAX_PACKET = _IPV6_LEN + 0xFFFF  # no jumbograms (RFC 2675)
 
 # C error code -> BadPacket reason (mrc_transport/wire/errors.py REASONS) and a message.
@@ -125,7 +124,6 @@ _BODIES: dict[type[Any], struct.Struct] = {
     CloseHeader: struct.Struct("!I"),
 }
 _OPCODES = {int(op): op for op in Opcode}
-_FLAGS = tuple(Flags(value) for value in range(_KNOWN_FLAGS + 1))
 _ECNS = tuple(Ecn(value) for value in range(4))
 _NACK_REASONS = {int(reason): reason for reason in NackReason}
 _COMMON_TAIL = struct.Struct("!BBxII")  # opcode, flags, reserved, dst_conn, src_conn
@@ -441,7 +439,7 @@ def _new_common(buf: bytes, off: int) -> Common:
     common = _commons.get(key)
     if common is None:
         opcode, flags, dst_conn, src_conn = _COMMON_TAIL.unpack_from(key)
-        common = Common(_OPCODES[opcode], _FLAGS[flags], dst_conn, src_conn)
+        common = Common(_OPCODES[opcode], FLAGS_BY_VALUE[flags], dst_conn, src_conn)
         if len(_commons) >= _CACHE_LIMIT:
             _commons.clear()
         _commons[key] = common
