@@ -9,6 +9,7 @@ the session logic is mrc_transport/io/perf.py, the endpoint mrc_transport/io/end
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -71,6 +73,11 @@ def register(subparsers: Any, help_text: str) -> None:
     )
     p.add_argument("--records", metavar="FILE", help="receiver: per-delivery JSON lines")
     p.add_argument("--flow", default="mrc", help="flow name in --records (default mrc)")
+    p.add_argument(
+        "--events",
+        metavar="FILE",
+        help="recovery events (RTOs, retransmits, retired EVs) as JSON lines, at exit",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed of the endpoint's RNG")
     p.set_defaults(func=run)
 
@@ -146,6 +153,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("-n must be positive")
     parse_rate(args.bitrate)
     parse_planes(args.planes)
+    for flag, path in (("--events", args.events), ("--records", args.records)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else ""
+        if path and not os.path.isdir(folder):
+            raise UsageError(f"{flag} {path}: no directory {folder}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,6 +295,23 @@ def _write_records(args: argparse.Namespace, records: list[tuple[float, int]]) -
     os.replace(tmp, args.records)
 
 
+@contextlib.asynccontextmanager
+async def _events_to(path: str | None, ep: Any) -> AsyncIterator[None]:
+    """With --events: log every recovery event of ep's connections, written on the way
+    out, also when the transfer failed (that is when it is wanted)."""
+    if path is None:
+        yield
+        return
+    from mrc_transport.io.eventlog import EventLog
+
+    log = EventLog()
+    ep.on_event = log.add
+    try:
+        yield
+    finally:
+        log.write(path)
+
+
 # ------------------------------------------------------------------ client
 
 
@@ -334,7 +362,10 @@ async def _client_main(
     )
     streams: list[perf.StreamStats] = []
     failure: str | None = None
-    async with open_endpoint(cfg, port=args.port, encoding=args.encoding, rng=rng) as ep:
+    async with (
+        open_endpoint(cfg, port=args.port, encoding=args.encoding, rng=rng) as ep,
+        _events_to(args.events, ep),
+    ):
         async with trio.open_nursery() as outer:
             outer.start_soon(_Reporter(out, streams, args.interval).run)
             async with trio.open_nursery() as nursery:
@@ -636,13 +667,16 @@ async def _server_main(args: argparse.Namespace, out: Output, provider: Any, cfg
     sessions: dict[str, list[Any]] = {}
     done = trio.Event()
     failed: list[str] = []
-    async with open_endpoint(
-        cfg,
-        paths_for=provider.paths_for,
-        port=args.port,
-        encoding=args.encoding,
-        rng=random.Random(args.seed),
-    ) as ep:
+    async with (
+        open_endpoint(
+            cfg,
+            paths_for=provider.paths_for,
+            port=args.port,
+            encoding=args.encoding,
+            rng=random.Random(args.seed),
+        ) as ep,
+        _events_to(args.events, ep),
+    ):
         out.text(f"Server listening on {args.port} ({args.encoding})")
         out.event("listening", {"port": args.port})
         print(f"Server listening on {args.port}", file=sys.stderr, flush=True)
@@ -740,6 +774,13 @@ def _passthrough(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def server_events_path(path: str) -> str:
+    """One-shot mode: the server's --events file beside the client's (a.jsonl ->
+    a.server.jsonl)."""
+    root, ext = os.path.splitext(path)
+    return f"{root}.server{ext or '.jsonl'}"
+
+
 def run_one_shot(args: argparse.Namespace) -> int:
     """Start the server in --to's namespace, the client in --from's, relay the output."""
     from labs.topology import namespace
@@ -779,6 +820,9 @@ def run_one_shot(args: argparse.Namespace) -> int:
         client += ["--logfile", args.logfile]
     if args.seed is not None:
         client += ["--seed", str(args.seed)]
+    if args.events:
+        client += ["--events", os.path.abspath(args.events)]
+        server += ["--events", server_events_path(os.path.abspath(args.events))]
     if args.records:
         receiver = client if args.reverse else server
         receiver += ["--records", os.path.abspath(args.records), "--flow", args.flow]

@@ -41,6 +41,7 @@ from mrc_transport.demo.report import (
     FaultRow,
     FlowKind,
     FlowReport,
+    count_rtos,
     failover_report,
     fault_rows,
     flow_reports,
@@ -59,6 +60,7 @@ from mrc_transport.demo.timeline import (
     pair_events,
     with_aftermath,
 )
+from mrc_transport.io import eventlog
 
 MRC_PORT = 4791
 TCP_PORT = 5201
@@ -74,6 +76,10 @@ START_SLACK_S = 4.0
 INTERVAL_S = 0.25
 """MRC client's --json-stream interval: the live view's refresh of MRC's numbers."""
 FLOWS: Mapping[str, FlowKind] = {"mrc": "mrc", "tcp": "tcp"}
+MRC_EVENTS = "mrc-events.jsonl"
+"""The MRC sender's recovery events (`mrc perf --events`): RTOs, retransmits, retired EVs."""
+MRC_SERVER_EVENTS = "mrc-events-server.jsonl"
+"""The MRC receiver's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +281,7 @@ async def _transfer(
     topo, lab = cfg.topo, cfg.lab
     ns_src, ns_dst = namespace(lab, src), namespace(lab, dst)
     mrc_rec, tcp_rec = cfg.out / "mrc.jsonl", cfg.out / "tcp.jsonl"
-    for p in (mrc_rec, tcp_rec):
+    for p in (mrc_rec, tcp_rec, cfg.out / MRC_EVENTS, cfg.out / MRC_SERVER_EVENTS):
         p.unlink(missing_ok=True)
     rate = float(topo.host_link.rate_bps)
     state = LiveState(0.0, lab, topo.planes, rate * topo.planes, rate)
@@ -317,6 +323,8 @@ async def _transfer(
                 str(mrc_rec),
                 "--flow",
                 "mrc",
+                "--events",
+                str(cfg.out / MRC_SERVER_EVENTS),
             ),
         )
         await tcp_rx.wait_event("listening", 30)
@@ -365,6 +373,8 @@ async def _transfer(
                 "--json-stream",
                 "-i",
                 str(INTERVAL_S),
+                "--events",
+                str(cfg.out / MRC_EVENTS),
             ),
         )
         cli.on_event = state.on_mrc
@@ -493,6 +503,8 @@ def analyse_run(
         params=params,
     )
     rows = fault_rows(results, FLOWS, out.t_origin)
+    if (cfg.out / MRC_EVENTS).exists():
+        rows = count_rtos(rows, eventlog.read(str(cfg.out / MRC_EVENTS)))
     verified = {
         "mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
         "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end),

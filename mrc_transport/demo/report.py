@@ -12,14 +12,15 @@ slowest recovery, None when any flow did not recover).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from mrc_transport.demo.fairness import fairness
-from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals
+from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals, Stall
 
 FlowKind = Literal["mrc", "tcp"]
 REPORT_VERSION = 1
@@ -81,17 +82,26 @@ class FaultRow:
     """time.monotonic() of the fault, as in the lab's event log."""
     t_end_mono: float = 0.0
     """time.monotonic() of the restore."""
+    mrc_stall_start_mono: float | None = None
+    """time.monotonic() of the last delivery before MRC's longest stall."""
+    mrc_stall_rtos: int | None = None
+    """Retransmission timeouts MRC's sender fired during that stall (its --events log;
+    None: no log). A stall ended by an RTO is a loss that loss detection did not find."""
 
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000.0, 3)
 
 
-def _worst_stall(ffs: Sequence[FlowFault]) -> tuple[float | None, bool]:
+def _worst_stall(ffs: Sequence[FlowFault]) -> tuple[Stall | None, bool]:
     stalls = [ff.stall for ff in ffs if ff.stall is not None]
     if not stalls:
         return None, False
-    return max(s.duration for s in stalls), any(s.open_ended for s in stalls)
+    return max(stalls, key=lambda s: s.duration), any(s.open_ended for s in stalls)
+
+
+def _duration(stall: Stall | None) -> float | None:
+    return None if stall is None else stall.duration
 
 
 def _worst_recovery(ffs: Sequence[FlowFault]) -> float | None:
@@ -120,14 +130,15 @@ def fault_rows(
                 action=f.action,
                 t_start=round(f.t_start - t_origin, 6),
                 t_end=round(f.t_end - t_origin, 6),
-                mrc_stall_ms=_ms(mrc_stall),
+                mrc_stall_ms=_ms(_duration(mrc_stall)),
                 mrc_recovery_ms=_ms(_worst_recovery(per_kind["mrc"])),
-                tcp_stall_ms=_ms(tcp_stall),
+                tcp_stall_ms=_ms(_duration(tcp_stall)),
                 tcp_recovery_ms=_ms(_worst_recovery(per_kind["tcp"])),
                 mrc_stall_open=mrc_open,
                 tcp_stall_open=tcp_open,
                 t_start_mono=f.t_start,
                 t_end_mono=f.t_end,
+                mrc_stall_start_mono=None if mrc_stall is None else mrc_stall.start,
             )
         )
     return rows
@@ -221,11 +232,29 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
 # -- the summary table ------------------------------------------------------------------------
 
 
-def _cell(ms: float | None, open_ended: bool = False) -> str:
+def _cell(ms: float | None, open_ended: bool = False, rtos: int | None = None) -> str:
     if ms is None:
         return "-"
     text = f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+    if rtos:
+        text += f" ({rtos} RTO{'s' if rtos > 1 else ''})"
     return f">= {text}" if open_ended else text
+
+
+def count_rtos(rows: Sequence[FaultRow], events: Sequence[Mapping[str, Any]]) -> list[FaultRow]:
+    """rows with ``mrc_stall_rtos`` counted from an MRC sender's event log
+    (io/eventlog.py records: ``t_mono`` and ``event``)."""
+    fired = sorted(float(e["t_mono"]) for e in events if e.get("event") == "rto_fired")
+    out = []
+    for r in rows:
+        if r.mrc_stall_start_mono is None or r.mrc_stall_ms is None:
+            out.append(r)
+            continue
+        t0 = r.mrc_stall_start_mono
+        t1 = t0 + r.mrc_stall_ms / 1e3
+        n = bisect.bisect_right(fired, t1) - bisect.bisect_left(fired, t0)
+        out.append(replace(r, mrc_stall_rtos=n))
+    return out
 
 
 def summary_table(rows: Sequence[FaultRow]) -> Any:
@@ -247,7 +276,7 @@ def summary_table(rows: Sequence[FaultRow]) -> Any:
             f"{r.t_start:.1f}s",
             f"{r.kind} {r.action}".strip(),
             r.target,
-            _cell(r.mrc_stall_ms, r.mrc_stall_open),
+            _cell(r.mrc_stall_ms, r.mrc_stall_open, r.mrc_stall_rtos),
             _cell(r.mrc_recovery_ms),
             _cell(r.tcp_stall_ms, r.tcp_stall_open),
         )

@@ -244,6 +244,8 @@ class MrcEndpoint:
         self.backlog_drops = 0
         self.link_events = 0
         """Link up/down messages of this host's interfaces seen on rtnetlink."""
+        self.on_event: Callable[[events.Event], None] | None = None
+        """Called with every event of every connection (e.g. io/eventlog.EventLog.add)."""
         self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader]] = {}
         self._backlog: dict[int, collections.deque[Queued]] = {}
         """Per local port (plane): packets waiting for its full queue to drain."""
@@ -466,6 +468,8 @@ class MrcEndpoint:
                 handle.established = True
             elif isinstance(event, events.ConnectionClosed):
                 handle.closed_reason = event.reason
+            if self.on_event is not None:
+                self.on_event(event)
             if handle.on_event is not None:
                 handle.on_event(event)
             handle._wake()

@@ -128,13 +128,19 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
 @pytest.mark.parametrize(
     ("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"), ("t0-p1-1:t1-p1-1", "hard")]
 )
-def test_cut_mid_transfer_still_verified(lab: str, link: str, mode: str) -> None:
+def test_cut_mid_transfer_still_verified(
+    lab: str, link: str, mode: str, tmp_path: Path
+) -> None:
+    import time
+
     from labs.faults import Lab
 
     fabric = Lab(lab)
-    proc = start_stream(lab, "-n", "40M")
+    log = tmp_path / "events.jsonl"
+    proc = start_stream(lab, "-n", "40M", "--events", str(log))
     try:
         wait_intervals(proc, 2)
+        t_cut = time.monotonic()
         fabric.cut(link, mode)  # type: ignore[arg-type]
         rc, end = finish(proc)
     finally:
@@ -147,6 +153,15 @@ def test_cut_mid_transfer_still_verified(lab: str, link: str, mode: str) -> None
     # the dead path's EVs took losses and were retired; the transfer went around them
     assert sum(p["lost"] for p in end["planes"]) > 0
     assert any(e["retired"] for e in end["evs"])
+    # --events: the sender's log tells the same story, on the fault log's clock
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    retired = [e for e in events if e["event"] == "path_retired" and e["t_mono"] >= t_cut]
+    assert retired, "no EV retired after the cut in the client's event log"
+    resent = [e for e in events if e["event"] == "retransmit" and e["t_mono"] >= t_cut]
+    assert resent, "no retransmission after the cut in the client's event log"
+    assert sum(e["new_ev"] != e["old_ev"] for e in resent) * 2 >= len(resent)
+    assert not any(e["event"] in ("message_received", "message_acked") for e in events)
+    assert (tmp_path / "events.server.jsonl").exists()
 
 
 NFT_MARK = """table inet mrcperftest {

@@ -50,3 +50,18 @@ def test_bad_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str
     out, err = capsys.readouterr()
     assert out == ""
     assert "error:" in _one_line(err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["perf", "-c", "h0", "-P", "0"],
+        ["perf", "-s", "--events", "/no/such/dir/ev.jsonl"],
+        ["perf", "-c", "h0", "--records", "/no/such/dir/r.jsonl"],
+    ],
+)
+def test_bad_perf_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "error:" in _one_line(err)

@@ -13,6 +13,7 @@ from mrc_transport.demo.report import (
     FlowReport,
     all_mrc_verified,
     collisions_report,
+    count_rtos,
     failover_report,
     fault_rows,
     flow_reports,
@@ -94,6 +95,27 @@ def test_fault_rows_carry_the_issue_fields() -> None:
     assert cut.tcp_recovery_ms == pytest.approx(2400.0, abs=10.0)
     assert not cut.mrc_stall_open
     assert cut.t_start_mono == T0 + 2.0
+
+
+def test_rtos_are_counted_inside_the_worst_mrc_stall_only() -> None:
+    _, results = _analysis()
+    rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
+    assert rows[1].mrc_stall_start_mono == pytest.approx(T0 + 5.9995)
+    log = [
+        {"t_mono": T0 + 2.004, "event": "rto_fired", "conn": 1, "rto": 0.004, "count": 1},
+        {"t_mono": T0 + 2.005, "event": "retransmit", "conn": 1, "psn": 7, "old_ev": 1},
+        {"t_mono": T0 + 2.5, "event": "rto_fired", "conn": 1, "rto": 0.004, "count": 1},
+        {"t_mono": T0 + 6.001, "event": "rto_fired", "conn": 1, "rto": 0.004, "count": 1},
+        {"t_mono": T0 + 6.002, "event": "rto_fired", "conn": 1, "rto": 0.008, "count": 2},
+    ]
+    cut, fail = count_rtos(rows, log)
+    assert (cut.mrc_stall_rtos, fail.mrc_stall_rtos) == (1, 2)  # not the one at 2.5 s
+    assert count_rtos(rows, [])[0].mrc_stall_rtos == 0
+    console = Console(record=True, width=120, force_terminal=False)
+    print_summary([cut, fail], verified=True, console=console)
+    text = console.export_text()
+    assert "9.0 ms (1 RTO)" in text
+    assert "13 ms (2 RTOs)" in text
 
 
 def test_failover_report_json(tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""A log of the protocol core's recovery events, for `mrc perf --events FILE`.
+
+What a stall needs to be explained: when an RTO fired, which PSNs were sent again on
+which EVs, which paths were retired, skipped or readmitted, which planes went down. The
+data events (MessageReceived, MessageAcked) are left out: they are the records'
+business (``--records``) and there is one per message.
+
+Events are kept in memory and written at the end as JSON lines, like the records: the
+transfer's loop must not wait on a file. ``t_mono`` is the core's ``now``
+(``time.monotonic()``, the clock of the lab's fault log and of the records), so the
+three line up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+
+from mrc_transport.protocol import events
+
+SKIPPED: tuple[type[events.Event], ...] = (events.MessageReceived, events.MessageAcked)
+"""Data events: one per message, already in the records."""
+
+LIMIT = 1_000_000
+"""Events kept at most (a long run with a bad path retransmits without end); the count
+of those dropped is written as the last line."""
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def event_name(ev: events.Event) -> str:
+    """``RtoFired`` -> ``rto_fired``."""
+    return _CAMEL.sub("_", type(ev).__name__).lower()
+
+
+def as_record(ev: events.Event) -> dict[str, object]:
+    """One event as a flat JSON object: ``t_mono``, ``event``, then its own fields."""
+    fields = dataclasses.asdict(ev)
+    record: dict[str, object] = {"t_mono": fields.pop("time"), "event": event_name(ev)}
+    record.update(fields)
+    return record
+
+
+class EventLog:
+    """Collects events (``endpoint.on_event = log.add``) and writes them out once."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.records: list[dict[str, object]] = []
+        self.dropped = 0
+        self.limit = limit
+
+    def add(self, ev: events.Event) -> None:
+        if isinstance(ev, SKIPPED):
+            return
+        if len(self.records) >= self.limit:
+            self.dropped += 1
+            return
+        self.records.append(as_record(ev))
+
+    def write(self, path: str) -> None:
+        """All events as JSON lines, through a temporary file (a reader never sees half)."""
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            for record in self.records:
+                f.write(json.dumps(record, separators=(",", ":")) + "\n")
+            if self.dropped:
+                f.write(json.dumps({"event": "log_full", "dropped": self.dropped}) + "\n")
+        os.replace(tmp, path)
+
+
+def read(path: str) -> list[dict[str, object]]:
+    """The records of a log ``write`` made; lines that are not JSON objects are skipped
+    (a log cut short by a killed process still reads)."""
+    out: list[dict[str, object]] = []
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                out.append(record)
+    return out
