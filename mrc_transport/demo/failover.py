@@ -36,12 +36,13 @@ from labs.topology import Topology, namespace
 from mrc_transport.demo import schedule as sched
 from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.live import LiveSnapshot, format_fault
+from mrc_transport.demo.pauses import Pause, PauseWatch
 from mrc_transport.demo.records import read_records
 from mrc_transport.demo.report import (
     FaultRow,
     FlowKind,
     FlowReport,
-    count_rtos,
+    explain_stalls,
     failover_report,
     fault_rows,
     flow_reports,
@@ -263,6 +264,10 @@ class Outcome:
     tcp_rx_end: dict[str, Any] = field(default_factory=dict)
     tcp_tx_end: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    """Times the whole machine stood still during the transfers (demo/pauses.py)."""
+    steal_s: float | None = None
+    """CPU steal over the transfers, summed over CPUs (/proc/stat)."""
 
 
 def _say(console: Any, text: str) -> None:
@@ -433,9 +438,11 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
     try:
         up(cfg.topo, cfg.lab)
         try:
-            trio.run(_transfer, cfg, src, dst, children, out, console)
+            with PauseWatch() as watch:
+                trio.run(_transfer, cfg, src, dst, children, out, console)
         except BaseExceptionGroup as group:
             raise unwrap(group) from None
+        out.pauses, out.steal_s = watch.pauses, watch.steal_s
         out.events = read_events(cfg.lab)
     finally:
         children.kill_all()
@@ -503,8 +510,8 @@ def analyse_run(
         params=params,
     )
     rows = fault_rows(results, FLOWS, out.t_origin)
-    if (cfg.out / MRC_EVENTS).exists():
-        rows = count_rtos(rows, eventlog.read(str(cfg.out / MRC_EVENTS)))
+    log = cfg.out / MRC_EVENTS
+    rows = explain_stalls(rows, eventlog.read(str(log)) if log.exists() else None, out.pauses)
     verified = {
         "mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
         "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end),
@@ -530,6 +537,11 @@ def analyse_run(
         "mrc_sum_received_bps": out.mrc_end.get("sum_received", {}).get("bits_per_second"),
         "mrc_planes": out.mrc_end.get("planes"),
         "mrc_endpoint": out.mrc_end.get("endpoint"),
+        "host_pauses": [
+            {"t_s": round(p.t_mono - out.t_origin, 4), "ms": round(p.late_s * 1e3, 1)}
+            for p in out.pauses
+        ],
+        "cpu_steal_s": out.steal_s,
         "analysis": asdict(params),
     }
     doc = failover_report(
@@ -577,7 +589,7 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     series = goodput_per_flow(deliveries, out.t_origin, out.t_stop, cfg.bin_s)
     if series:
         timeline_png(cfg.out / "timeline.png", series, FLOWS, faults, out.t_origin)
-    print_summary(rows, bool(doc["verified"]), console, flows_of(doc))
+    print_summary(rows, bool(doc["verified"]), console, flows_of(doc), out.pauses, out.t_origin)
     _say(console, f"wrote {cfg.out / 'report.json'} and {cfg.out / 'timeline.png'}")
     return doc
 

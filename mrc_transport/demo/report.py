@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mrc_transport.demo.fairness import fairness
+from mrc_transport.demo.pauses import Pause, longest_overlap
 from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals, Stall
 
 FlowKind = Literal["mrc", "tcp"]
@@ -87,6 +88,9 @@ class FaultRow:
     mrc_stall_rtos: int | None = None
     """Retransmission timeouts MRC's sender fired during that stall (its --events log;
     None: no log). A stall ended by an RTO is a loss that loss detection did not find."""
+    host_pause_ms: float | None = None
+    """The longest time the whole machine stood still during that stall (demo/pauses.py;
+    None: not watched). Such a stall is the machine's, not the protocol's."""
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -232,19 +236,32 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
 # -- the summary table ------------------------------------------------------------------------
 
 
-def _cell(ms: float | None, open_ended: bool = False, rtos: int | None = None) -> str:
+def _cell(
+    ms: float | None,
+    open_ended: bool = False,
+    rtos: int | None = None,
+    pause_ms: float | None = None,
+) -> str:
     if ms is None:
         return "-"
     text = f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-    if rtos:
-        text += f" ({rtos} RTO{'s' if rtos > 1 else ''})"
+    notes = [f"{rtos} RTO{'s' if rtos > 1 else ''}"] if rtos else []
+    if pause_ms:
+        notes.append(f"host paused {pause_ms:.0f} ms")
+    if notes:
+        text += f" ({', '.join(notes)})"
     return f">= {text}" if open_ended else text
 
 
-def count_rtos(rows: Sequence[FaultRow], events: Sequence[Mapping[str, Any]]) -> list[FaultRow]:
-    """rows with ``mrc_stall_rtos`` counted from an MRC sender's event log
-    (io/eventlog.py records: ``t_mono`` and ``event``)."""
-    fired = sorted(float(e["t_mono"]) for e in events if e.get("event") == "rto_fired")
+def explain_stalls(
+    rows: Sequence[FaultRow],
+    events: Sequence[Mapping[str, Any]] | None = None,
+    pauses: Sequence[Pause] | None = None,
+) -> list[FaultRow]:
+    """rows with what happened during each worst MRC stall: ``mrc_stall_rtos`` counted
+    from an MRC sender's event log (io/eventlog.py records: ``t_mono``, ``event``) and
+    ``host_pause_ms``, the longest time the machine stood still then (demo/pauses.py)."""
+    fired = sorted(float(e["t_mono"]) for e in events or () if e.get("event") == "rto_fired")
     out = []
     for r in rows:
         if r.mrc_stall_start_mono is None or r.mrc_stall_ms is None:
@@ -252,8 +269,13 @@ def count_rtos(rows: Sequence[FaultRow], events: Sequence[Mapping[str, Any]]) ->
             continue
         t0 = r.mrc_stall_start_mono
         t1 = t0 + r.mrc_stall_ms / 1e3
-        n = bisect.bisect_right(fired, t1) - bisect.bisect_left(fired, t0)
-        out.append(replace(r, mrc_stall_rtos=n))
+        if events is not None:
+            r = replace(
+                r, mrc_stall_rtos=bisect.bisect_right(fired, t1) - bisect.bisect_left(fired, t0)
+            )
+        if pauses is not None:
+            r = replace(r, host_pause_ms=_ms(longest_overlap(pauses, t0, t1)))
+        out.append(r)
     return out
 
 
@@ -276,7 +298,7 @@ def summary_table(rows: Sequence[FaultRow]) -> Any:
             f"{r.t_start:.1f}s",
             f"{r.kind} {r.action}".strip(),
             r.target,
-            _cell(r.mrc_stall_ms, r.mrc_stall_open, r.mrc_stall_rtos),
+            _cell(r.mrc_stall_ms, r.mrc_stall_open, r.mrc_stall_rtos, r.host_pause_ms),
             _cell(r.mrc_recovery_ms),
             _cell(r.tcp_stall_ms, r.tcp_stall_open),
         )
@@ -288,11 +310,20 @@ def print_summary(
     verified: bool,
     console: Any = None,
     flows: Sequence[FlowReport] = (),
+    pauses: Sequence[Pause] = (),
+    t_origin: float = 0.0,
 ) -> None:
     from rich.console import Console
 
     console = console or Console()
     console.print(summary_table(rows))
+    if pauses:
+        worst = max(pauses, key=lambda p: p.late_s)
+        console.print(
+            f"the machine stood still {len(pauses)} time{'s' if len(pauses) > 1 else ''} "
+            f"(longest {worst.late_s * 1e3:.0f} ms at {worst.t_mono - t_origin:.2f} s): every "
+            "process stopped, so a stall then is the machine's, not the protocol's"
+        )
     floors = [
         f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"
         for f in flows

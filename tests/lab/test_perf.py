@@ -128,9 +128,7 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
 @pytest.mark.parametrize(
     ("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"), ("t0-p1-1:t1-p1-1", "hard")]
 )
-def test_cut_mid_transfer_still_verified(
-    lab: str, link: str, mode: str, tmp_path: Path
-) -> None:
+def test_cut_mid_transfer_still_verified(lab: str, link: str, mode: str, tmp_path: Path) -> None:
     import time
 
     from labs.faults import Lab

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from mrc_transport.demo.pauses import Pause, PauseWatch, longest_overlap
 from mrc_transport.demo.plot import collisions_png, timeline_png
 from mrc_transport.demo.report import (
     FlowReport,
     all_mrc_verified,
     collisions_report,
-    count_rtos,
+    explain_stalls,
     failover_report,
     fault_rows,
     flow_reports,
@@ -108,14 +109,30 @@ def test_rtos_are_counted_inside_the_worst_mrc_stall_only() -> None:
         {"t_mono": T0 + 6.001, "event": "rto_fired", "conn": 1, "rto": 0.004, "count": 1},
         {"t_mono": T0 + 6.002, "event": "rto_fired", "conn": 1, "rto": 0.008, "count": 2},
     ]
-    cut, fail = count_rtos(rows, log)
+    cut, fail = explain_stalls(rows, log)
     assert (cut.mrc_stall_rtos, fail.mrc_stall_rtos) == (1, 2)  # not the one at 2.5 s
-    assert count_rtos(rows, [])[0].mrc_stall_rtos == 0
+    assert cut.host_pause_ms is None  # not watched
+    assert explain_stalls(rows, [])[0].mrc_stall_rtos == 0
     console = Console(record=True, width=120, force_terminal=False)
     print_summary([cut, fail], verified=True, console=console)
     text = console.export_text()
     assert "9.0 ms (1 RTO)" in text
     assert "13 ms (2 RTOs)" in text
+    assert "stood still" not in text
+
+
+def test_a_stall_during_a_host_pause_says_so() -> None:
+    _, results = _analysis()
+    rows = fault_rows(results, KINDS, T0)  # type: ignore[arg-type]
+    pauses = [Pause(T0 + 6.002, 0.0105), Pause(T0 + 3.0, 0.05)]  # in the fail's stall; not
+    cut, fail = explain_stalls(rows, None, pauses)
+    assert cut.mrc_stall_rtos is None  # no event log
+    assert (cut.host_pause_ms, fail.host_pause_ms) == (0.0, pytest.approx(10.5))
+    console = Console(record=True, width=140, force_terminal=False)
+    print_summary([cut, fail], True, console, pauses=pauses, t_origin=T0)
+    text = console.export_text()
+    assert "13 ms (host paused 10 ms)" in text or "13 ms (host paused 11 ms)" in text
+    assert "stood still 2 times (longest 50 ms at 3.00 s)" in text
 
 
 def test_failover_report_json(tmp_path: Path) -> None:
@@ -212,3 +229,46 @@ def test_collisions_png(tmp_path: Path) -> None:
     collisions_png(path, ecmp, mrc, 100e6)
     assert _is_png(path)
     assert path.stat().st_size > 10_000
+
+
+def test_pause_watch_sees_a_stopped_process() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # A child that watches itself; SIGSTOP/SIGCONT stand in for the hypervisor.
+    code = (
+        "import json, time\n"
+        "from mrc_transport.demo.pauses import PauseWatch\n"
+        "with PauseWatch() as w:\n"
+        "    print('up', flush=True)\n"
+        "    input()\n"
+        "print(json.dumps([p.late_s for p in w.pauses]))\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "up"
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(0.15)  # the pause under test: nothing else marks a stopped process
+        os.kill(child.pid, signal.SIGCONT)
+        out, _ = child.communicate("\n", timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    late = json.loads(out)
+    assert any(0.12 <= s <= 2.0 for s in late), late
+
+
+def test_longest_overlap() -> None:
+    pauses = [Pause(10.0, 0.05), Pause(11.0, 0.2)]
+    assert longest_overlap(pauses, 10.04, 10.5) == 0.05
+    assert longest_overlap(pauses, 10.06, 10.9) == 0.0
+    assert longest_overlap(pauses, 9.0, 12.0) == 0.2
+    with PauseWatch() as watch:
+        pass
+    assert watch.pauses == []
