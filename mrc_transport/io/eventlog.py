@@ -24,8 +24,8 @@ SKIPPED: tuple[type[events.Event], ...] = (events.MessageReceived, events.Messag
 """Data events: one per message, already in the records."""
 
 LIMIT = 1_000_000
-"""Events kept at most (a long run with a bad path retransmits without end); the count
-of those dropped is written as the last line."""
+"""Events kept at most (a long run with a bad path retransmits without end), about 100 MB
+of them; the count of those dropped is written as the last line."""
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
@@ -47,24 +47,25 @@ class EventLog:
     """Collects events (``endpoint.on_event = log.add``) and writes them out once."""
 
     def __init__(self, limit: int = LIMIT) -> None:
-        self.records: list[dict[str, object]] = []
+        self.events: list[events.Event] = []
+        """Kept as they are (slotted, frozen: ~100 bytes each), made JSON only at the end."""
         self.dropped = 0
         self.limit = limit
 
     def add(self, ev: events.Event) -> None:
         if isinstance(ev, SKIPPED):
             return
-        if len(self.records) >= self.limit:
+        if len(self.events) >= self.limit:
             self.dropped += 1
             return
-        self.records.append(as_record(ev))
+        self.events.append(ev)
 
     def write(self, path: str) -> None:
         """All events as JSON lines, through a temporary file (a reader never sees half)."""
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            for record in self.records:
-                f.write(json.dumps(record, separators=(",", ":")) + "\n")
+            for ev in self.events:
+                f.write(json.dumps(as_record(ev), separators=(",", ":")) + "\n")
             if self.dropped:
                 f.write(json.dumps({"event": "log_full", "dropped": self.dropped}) + "\n")
         os.replace(tmp, path)
