@@ -534,6 +534,25 @@ def _receiver_report(s: Any) -> dict[str, Any]:
     return report
 
 
+def _remote_cpu(streams: list[Any]) -> dict[str, float]:
+    """iperf3's remote_* CPU keys from the peer's E or R message (its process's CPU over
+    its data phase); empty when the peer did not say (it failed first)."""
+    best: dict[str, float] = {}
+    for s in streams:
+        cpu, seconds = s.peer.get("cpu"), s.peer.get("seconds")
+        try:
+            user, system, wall = float(cpu["user_s"]), float(cpu["system_s"]), float(seconds)
+        except (TypeError, KeyError, ValueError):
+            continue
+        if wall > 0 and 100 * (user + system) / wall > best.get("remote_total", -1.0):
+            best = {
+                "remote_total": 100 * (user + system) / wall,
+                "remote_user": 100 * user / wall,
+                "remote_system": 100 * system / wall,
+            }
+    return best
+
+
 def _end_doc(
     streams: list[Any],
     cpu0: tuple[float, float],
@@ -608,9 +627,25 @@ def _end_doc(
             "host_total": 100 * (user + system) / wall if wall else 0.0,
             "host_user": 100 * user / wall if wall else 0.0,
             "host_system": 100 * system / wall if wall else 0.0,
+            **_remote_cpu(streams),
         },
         "cpu_seconds": user + system,
     }
+
+
+def cpu_line(cpu: dict[str, float], reverse: bool) -> str:
+    """iperf3's "CPU Utilization: local/sender ..., remote/receiver ..." line."""
+    local, remote = ("receiver", "sender") if reverse else ("sender", "receiver")
+    line = (
+        f"CPU Utilization: local/{local} {cpu['host_total']:.1f}% "
+        f"({cpu['host_user']:.1f}%u/{cpu['host_system']:.1f}%s)"
+    )
+    if "remote_total" in cpu:
+        line += (
+            f", remote/{remote} {cpu['remote_total']:.1f}% "
+            f"({cpu['remote_user']:.1f}%u/{cpu['remote_system']:.1f}%s)"
+        )
+    return line
 
 
 def _print_end(out: Output, streams: list[Any], end: dict[str, Any], reverse: bool) -> None:
@@ -632,6 +667,7 @@ def _print_end(out: Output, streams: list[Any], end: dict[str, Any], reverse: bo
             f" {p['plane']:5d}  {100 * p['share']:5.1f}%  {p['sent']:8d} {p['acked']:8d} "
             f"{p['ecn']:5d} {p['lost']:5d}  {p['usable_evs']:4d}/{p['retired_evs']}"
         )
+    out.text(cpu_line(end["cpu_utilization_percent"], reverse))
     bad = end["endpoint"].get("bad_packets") or {}
     if bad:
         out.text(f"dropped malformed packets: {bad}")

@@ -126,6 +126,8 @@ class StreamStats:
     """The peer's E or R message, once received."""
     verified: bool | None = None
     """Both hashes and byte counts equal (None until known)."""
+    cpu0: tuple[float, float] = (0.0, 0.0)
+    """This process's (user, system) CPU seconds when the data phase started."""
 
     @property
     def progress_bytes(self) -> int:
@@ -270,6 +272,7 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     digest = StreamDigest()
     length = params.length
     stats.t0 = t0 = clock()
+    stats.cpu0 = cpu_seconds()
     deadline = t0 + params.duration
     stats.acked_base, stats.length = handle.acked_bytes, length
     while True:
@@ -294,6 +297,7 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
         "bytes": stats.data_bytes,
         "sha256": digest.hexdigest(),
         "seconds": stats.t1 - stats.t0,
+        "cpu": cpu_since(stats.cpu0),
         **conn_report(handle),
     }
     handle.send(_message(KIND_END, stats.local))
@@ -304,6 +308,7 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
     handle = stats.handle
     stream = StreamDigest()
     stats.t0 = clock()
+    stats.cpu0 = cpu_seconds()
     while True:
         t, msg = await handle.receive()
         kind = msg[:1]
@@ -329,6 +334,7 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
         "sha256": mine,
         "seconds": stats.t1 - stats.t0,
         "verified": stats.verified,
+        "cpu": cpu_since(stats.cpu0),
         **conn_report(handle),
     }
     handle.send(_message(KIND_RESULT, stats.local))
@@ -396,6 +402,13 @@ def cpu_seconds() -> tuple[float, float]:
     """(user, system) CPU seconds of this process."""
     t = os.times()
     return t.user, t.system
+
+
+def cpu_since(cpu0: tuple[float, float]) -> dict[str, float]:
+    """This process's CPU seconds since cpu0, for the E and R messages: the peer prints
+    them as iperf3 prints its remote CPU utilization (the whole process, as iperf3's)."""
+    user, system = cpu_seconds()
+    return {"user_s": round(user - cpu0[0], 4), "system_s": round(system - cpu0[1], 4)}
 
 
 def monotonic() -> float:

@@ -79,6 +79,11 @@ def test_parallel_four(lab: str, tmp_path: Path) -> None:
     assert len(end["streams"]) == 4
     assert all(s["verified"] and s["receiver"]["bytes"] == 2 << 20 for s in end["streams"])
     assert end["sum_received"]["bytes"] == 8 << 20
+    # both ends' CPU, under iperf3's keys: the receiver's came in its R message
+    cpu = end["cpu_utilization_percent"]
+    assert 0 < cpu["host_total"] <= 200
+    assert 0 < cpu["remote_total"] <= 200
+    assert cpu["remote_total"] == pytest.approx(cpu["remote_user"] + cpu["remote_system"])
 
 
 def test_reverse(lab: str, tmp_path: Path) -> None:
@@ -91,6 +96,19 @@ def test_reverse(lab: str, tmp_path: Path) -> None:
     assert sum(r["nbytes"] for r in lines) == 4 << 20  # -R: the client received and recorded
     assert all(r["flow"] == "mrc" for r in lines)
     assert [r["t_mono"] for r in lines] == sorted(r["t_mono"] for r in lines)
+    assert doc["end"]["cpu_utilization_percent"]["remote_total"] > 0  # the sending server's
+
+
+def test_text_output_has_iperf3_cpu_line(lab: str, tmp_path: Path) -> None:
+    log = tmp_path / "perf.txt"
+    rc = subprocess.call(
+        [*PY, "--lab", lab, "--from", SRC, "--to", DST, "-n", "2M", "--logfile", str(log)],
+        timeout=60,
+    )
+    assert rc == 0
+    line = next(x for x in log.read_text().splitlines() if x.startswith("CPU Utilization"))
+    assert "local/sender" in line
+    assert "remote/receiver" in line
 
 
 def start_stream(lab: str, *flags: str) -> subprocess.Popen[str]:

@@ -65,3 +65,14 @@ def test_bad_perf_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixtur
     out, err = capsys.readouterr()
     assert out == ""
     assert "error:" in _one_line(err)
+
+
+def test_cpu_line_is_iperf3s() -> None:
+    from mrc_transport.cli.perf import cpu_line
+
+    cpu = {"host_total": 99.25, "host_user": 80.0, "host_system": 19.25}
+    assert cpu_line(cpu, reverse=False) == "CPU Utilization: local/sender 99.2% (80.0%u/19.2%s)"
+    cpu |= {"remote_total": 50.0, "remote_user": 40.0, "remote_system": 10.0}
+    assert cpu_line(cpu, reverse=True) == (
+        "CPU Utilization: local/receiver 99.2% (80.0%u/19.2%s), remote/sender 50.0% (40.0%u/10.0%s)"
+    )
