@@ -274,80 +274,67 @@ def _say(console: Any, text: str) -> None:
     console.print(text, highlight=False)
 
 
+def tcp_recv_argv(cfg: FailoverConfig) -> list[str]:
+    """The baseline TCP receiver: records every delivery, reports progress every 0.1 s."""
+    from mrc_transport.demo.procs import tcpflow_argv
+
+    return tcpflow_argv(
+        "recv", "--port", str(TCP_PORT), "--flow", "tcp", "--records",
+        str(cfg.out / "tcp.jsonl"), "--progress", "0.1", "--accept-timeout", "60",
+    )  # fmt: skip
+
+
+def tcp_send_argv(cfg: FailoverConfig, dst: str) -> list[str]:
+    """The baseline TCP sender, over the fabric's ECMP routes to dst. It runs longer than
+    the MRC transfer: the link it hashed onto is measured first, and MRC starts late."""
+    from mrc_transport.demo.procs import tcpflow_argv
+
+    seconds = cfg.duration + MEASURE_S + START_SLACK_S
+    address = str(addressing.baseline_address(cfg.topo, dst))
+    return tcpflow_argv("send", address, "--port", str(TCP_PORT), "-t", f"{seconds:.3f}")
+
+
+def mrc_server_argv(cfg: FailoverConfig) -> list[str]:
+    """`mrc perf -s -1`: records every delivered message and its recovery events."""
+    from mrc_transport.demo.procs import perf_argv
+
+    return perf_argv(
+        "-s", "-1", "--lab", cfg.lab, "-p", str(MRC_PORT), "--json-stream", "-i", "0",
+        "--records", str(cfg.out / "mrc.jsonl"), "--flow", "mrc",
+        "--events", str(cfg.out / MRC_SERVER_EVENTS),
+    )  # fmt: skip
+
+
+def mrc_client_argv(cfg: FailoverConfig, dst: str) -> list[str]:
+    """`mrc perf -c`: intervals for the live view, recovery events for the report."""
+    from mrc_transport.demo.procs import perf_argv
+
+    return perf_argv(
+        "-c", dst, "--lab", cfg.lab, "-p", str(MRC_PORT), "-t", f"{cfg.duration:.3f}",
+        "-l", MSG_LEN, "--json-stream", "-i", str(INTERVAL_S),
+        "--events", str(cfg.out / MRC_EVENTS),
+    )  # fmt: skip
+
+
 async def _transfer(
     cfg: FailoverConfig, src: str, dst: str, children: Any, out: Outcome, console: Any
 ) -> None:
+    """Start TCP, find its link, start MRC, play the faults, wait for every child."""
     import trio
-
-    from labs.faults import Lab
-    from mrc_transport.demo.live import run_live
-    from mrc_transport.demo.procs import perf_argv, tcpflow_argv
 
     topo, lab = cfg.topo, cfg.lab
     ns_src, ns_dst = namespace(lab, src), namespace(lab, dst)
-    mrc_rec, tcp_rec = cfg.out / "mrc.jsonl", cfg.out / "tcp.jsonl"
-    for p in (mrc_rec, tcp_rec, cfg.out / MRC_EVENTS, cfg.out / MRC_SERVER_EVENTS):
-        p.unlink(missing_ok=True)
+    for name in ("mrc.jsonl", "tcp.jsonl", MRC_EVENTS, MRC_SERVER_EVENTS):
+        (cfg.out / name).unlink(missing_ok=True)
     rate = float(topo.host_link.rate_bps)
     state = LiveState(0.0, lab, topo.planes, rate * topo.planes, rate)
     async with trio.open_nursery() as nursery:
-        tcp_rx = await children.start(
-            nursery,
-            "tcp-recv",
-            ns_dst,
-            tcpflow_argv(
-                "recv",
-                "--port",
-                str(TCP_PORT),
-                "--flow",
-                "tcp",
-                "--records",
-                str(tcp_rec),
-                "--progress",
-                "0.1",
-                "--accept-timeout",
-                "60",
-            ),
-        )
+        tcp_rx = await children.start(nursery, "tcp-recv", ns_dst, tcp_recv_argv(cfg))
         tcp_rx.on_event = state.on_tcp
-        srv = await children.start(
-            nursery,
-            "mrc-server",
-            ns_dst,
-            perf_argv(
-                "-s",
-                "-1",
-                "--lab",
-                lab,
-                "-p",
-                str(MRC_PORT),
-                "--json-stream",
-                "-i",
-                "0",
-                "--records",
-                str(mrc_rec),
-                "--flow",
-                "mrc",
-                "--events",
-                str(cfg.out / MRC_SERVER_EVENTS),
-            ),
-        )
+        srv = await children.start(nursery, "mrc-server", ns_dst, mrc_server_argv(cfg))
         await tcp_rx.wait_event("listening", 30)
         await srv.wait_event("listening", 30)
-        tcp_s = cfg.duration + MEASURE_S + START_SLACK_S
-        tcp_tx = await children.start(
-            nursery,
-            "tcp-send",
-            ns_src,
-            tcpflow_argv(
-                "send",
-                str(addressing.baseline_address(topo, dst)),
-                "--port",
-                str(TCP_PORT),
-                "-t",
-                f"{tcp_s:.3f}",
-            ),
-        )
+        tcp_tx = await children.start(nursery, "tcp-send", ns_src, tcp_send_argv(cfg, dst))
         await tcp_rx.wait_event("progress", 30)
         out.tcp_link = await trio.to_thread.run_sync(
             sched.measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES
@@ -360,50 +347,12 @@ async def _transfer(
             f"TCP flow {src} -> {dst} hashed onto [bold]{out.tcp_link}[/] "
             f"(plane {state.tcp_plane}); starting MRC",
         )
-        cli = await children.start(
-            nursery,
-            "mrc-client",
-            ns_src,
-            perf_argv(
-                "-c",
-                dst,
-                "--lab",
-                lab,
-                "-p",
-                str(MRC_PORT),
-                "-t",
-                f"{cfg.duration:.3f}",
-                "-l",
-                MSG_LEN,
-                "--json-stream",
-                "-i",
-                str(INTERVAL_S),
-                "--events",
-                str(cfg.out / MRC_EVENTS),
-            ),
-        )
+        cli = await children.start(nursery, "mrc-client", ns_src, mrc_client_argv(cfg, dst))
         cli.on_event = state.on_mrc
         await cli.wait_event("start", 30)
         out.t_origin = state.t_origin = time.monotonic()
         out.t_stop = out.t_origin + cfg.duration
-        injector = Lab(lab)
-
-        def played(step: sched.Step, _result: object, t_before: float, t_after: float) -> None:
-            out.played.append((step, t_before, t_after))
-            if not cfg.live:
-                _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
-
-        async with trio.open_nursery() as flows:
-            done = trio.Event()
-            flows.start_soon(
-                partial(sched.run_schedule, injector, out.steps, out.t_origin, on_step=played)
-            )
-            if cfg.live:
-                flows.start_soon(poll_ports, state, lab, src, 0.25)
-                flows.start_soon(_live, run_live, state, console, done)
-            out.mrc_rc = await cli.wait_exit(cfg.duration + 120)
-            done.set()
-            flows.cancel_scope.cancel()
+        out.mrc_rc = await _play_faults(cfg, src, cli, out, state, console)
         await tcp_tx.wait_exit(START_SLACK_S + MEASURE_S + 120)
         await tcp_rx.wait_exit(60)
         await srv.wait_exit(60)
@@ -412,6 +361,34 @@ async def _transfer(
         out.tcp_tx_end = tcp_tx.find("end") or {}
         if out.mrc_rc != 0:
             _say(console, f"[red]mrc perf client exited {out.mrc_rc}[/]{cli.stderr_tail()}")
+
+
+async def _play_faults(
+    cfg: FailoverConfig, src: str, cli: Any, out: Outcome, state: LiveState, console: Any
+) -> int:
+    """The fault schedule (and the live view) while the MRC client runs; its exit code."""
+    import trio
+
+    from labs.faults import Lab
+    from mrc_transport.demo.live import run_live
+
+    def played(step: sched.Step, _result: object, t_before: float, t_after: float) -> None:
+        out.played.append((step, t_before, t_after))
+        if not cfg.live:
+            _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
+
+    async with trio.open_nursery() as flows:
+        done = trio.Event()
+        flows.start_soon(
+            partial(sched.run_schedule, Lab(cfg.lab), out.steps, out.t_origin, on_step=played)
+        )
+        if cfg.live:
+            flows.start_soon(poll_ports, state, cfg.lab, src, 0.25)
+            flows.start_soon(_live, run_live, state, console, done)
+        rc: int = await cli.wait_exit(cfg.duration + 120)
+        done.set()
+        flows.cancel_scope.cancel()
+    return rc
 
 
 async def _live(run_live: Any, state: LiveState, console: Any, done: Any) -> None:

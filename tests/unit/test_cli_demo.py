@@ -16,10 +16,17 @@ from mrc_transport.cli.main import main
 from mrc_transport.demo.collisions import permutation, reshape, window_rates
 from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.failover import (
+    MRC_EVENTS,
+    MRC_SERVER_EVENTS,
+    FailoverConfig,
     label_flaps,
+    mrc_client_argv,
+    mrc_server_argv,
     path_killed,
     pick_hosts,
     surviving_fraction,
+    tcp_recv_argv,
+    tcp_send_argv,
 )
 from mrc_transport.demo.schedule import Step
 from mrc_transport.demo.timeline import Delivery, FaultWindow
@@ -191,3 +198,19 @@ def test_reshape_keeps_or_replaces() -> None:
     assert one.planes == 1
     assert one.host_link.rate_bps == one.fabric_link.rate_bps == 20_000_000
     assert reshape(topo, 0, 0) == topo
+
+
+def test_children_argv_write_where_the_analysis_reads(tmp_path: Path) -> None:
+    cfg = FailoverConfig(preset("tiny"), "t1", (), 20.0, tmp_path)
+
+    def after(argv: list[str], flag: str) -> str:
+        return argv[argv.index(flag) + 1]
+
+    server, client = mrc_server_argv(cfg), mrc_client_argv(cfg, "h0")
+    assert after(server, "--records") == str(tmp_path / "mrc.jsonl")
+    assert after(server, "--events") == str(tmp_path / MRC_SERVER_EVENTS)
+    assert after(client, "--events") == str(tmp_path / MRC_EVENTS)
+    assert after(client, "-t") == "20.000"
+    assert after(client, "-p") == after(server, "-p")
+    assert after(tcp_recv_argv(cfg), "--records") == str(tmp_path / "tcp.jsonl")
+    assert float(after(tcp_send_argv(cfg, "h0"), "-t")) > cfg.duration  # outlives MRC
