@@ -70,6 +70,7 @@ ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
 RECV_BURST = 256  # datagrams per receive call
 RX_SLOT_MIN = 1500 - IPV6_HEADER_LEN  # receive slot of a host whose MTUs we cannot read
 DRAIN_BURSTS = 8  # receive calls that may run back to back before a pump (ours)
+RX_FLUSH = 32  # received packets after which owed SACKs go out, mid-burst (ours: ~1 ms)
 IO_MAX_BURST = 16  # data packets per connection per pump (Config.max_burst; ours: ~1 ms of
 # encode + send at the lab's measured ~50 us per 9 KB packet, so timestamps stay honest)
 IO_HOST_DELAY = 1e-3  # Config.host_delay of a userspace endpoint (measured, see there)
@@ -349,6 +350,7 @@ class MrcEndpoint:
             # DRAIN_BURSTS receive bursts all the same
             full = full + 1 if got >= RECV_BURST else 0
             if 0 < full < DRAIN_BURSTS:
+                self._flush_control()
                 await trio.lowlevel.checkpoint()
                 continue
             full = 0
@@ -372,7 +374,9 @@ class MrcEndpoint:
         decode = wire.decode_datagram_untrusted
         view, slot = burst.view, burst.slot_size
         off = -slot
-        for n, truncated, tclass, sport, flow, src, dst in metas:
+        for i, (n, truncated, tclass, sport, flow, src, dst) in enumerate(metas, 1):
+            if i % RX_FLUSH == 0:
+                self._flush_control()
             off += slot
             if truncated:  # larger than any MTU here: not a packet of ours
                 bad["oversize"] += 1
@@ -393,6 +397,17 @@ class MrcEndpoint:
                 continue
             core.receive(packet, now)
         return len(metas)
+
+    def _flush_control(self) -> None:
+        """Send the SACKs (and other control packets) the core owes now. A receive burst
+        of 110-130 data packets took 9-14 ms of Python on a busy 2-core machine, longer
+        than the peer's RTO and RACK windows: held until the pump after the burst, the
+        SACKs made the peer resend packets that had arrived (docs/protocol.md, SACKs:
+        false losses per run 0-151 before, at most 2 after). No timers run here, so a
+        sender still books every SACK waiting in its socket before an RTO can fire."""
+        out = self.core.control_to_send()
+        if out:
+            self._transmit(out)
 
     def _wait_deadline(self) -> float:
         """Trio deadline of the next thing to do without a packet arriving."""

@@ -191,6 +191,18 @@ class Connection:
         self.counters.packets_sent += len(out)
         return out
 
+    @property
+    def has_control(self) -> bool:
+        """Control packets are queued (``control_to_send`` would return some)."""
+        return bool(self._control)
+
+    def control_to_send(self) -> list[Transmit]:
+        """Only the control packets queued so far (SACKs, probe replies, handshakes): what
+        a receiver owes its peer now, without timers or new data."""
+        out, self._control = self._control, []
+        self.counters.packets_sent += len(out)
+        return out
+
     def send_failed(self, tx: Transmit, now: float) -> None:
         """The local stack refused ``tx`` at once: the NIC port it leaves through is down.
 

@@ -117,6 +117,14 @@ class Endpoint:
             out.extend(conn.datagrams_to_send(now))
         return out
 
+    def control_to_send(self) -> list[Transmit]:
+        """Every connection's queued control packets (Connection.control_to_send)."""
+        out: list[Transmit] = []
+        for conn in self.connections.values():
+            if conn.has_control:
+                out.extend(conn.control_to_send())
+        return out
+
     def get_timer(self) -> float | None:
         """Earliest timer of any connection."""
         times = [t for c in self.connections.values() if (t := c.get_timer()) is not None]

@@ -373,6 +373,35 @@ def test_bad_datagrams_are_counted_by_reason(
     assert ep.core.counters.unknown_connection == 1  # the good one reached the core
 
 
+def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
+    fake: FakeWire, udp: socket.socket
+) -> None:
+    """SACKs owed in the middle of a receive burst go out every RX_FLUSH packets, not
+    after the whole burst: 256 packets of Python outlasted the peer's RTO (ours)."""
+    ep, conn, _ = endpoint(udp)
+    back, p = conn.evs.paths[0], paths(1, 1)[0]
+    n, peer_psn = 3 * ep_mod.RX_FLUSH, 7  # the SETUP_ACK's initial PSN
+    burst = []
+    for k in range(n):
+        op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_MIDDLE
+        h = frames.DataHeader(
+            Common(op, Flags.NONE, conn.conn, PEER), peer_psn + k, 0, k * MSS, (n + 1) * MSS, 0
+        )
+        pkt = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), h, bytes(MSS))
+        burst.append((0.0, Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)))
+    ep._rx_burst = fake_rx = FakeRx()
+    fake_rx.waiting = burst
+    assert ep._receive_ready(udp) == n  # no pump has run
+    sacks = [
+        h
+        for pkt in fake.sent
+        if isinstance(h := wire.decode_untrusted(pkt).header, frames.SackHeader)
+    ]
+    assert sacks, "the burst's SACKs waited for the pump"
+    # the last flush came before packet 3 x RX_FLUSH: everything up to it was acknowledged
+    assert max(s.cum_psn for s in sacks) >= peer_psn + n - ep_mod.RX_FLUSH
+
+
 # -- the whole loop, in virtual time ----------------------------------------------------------
 async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     fake: FakeWire, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
