@@ -566,7 +566,15 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     series = goodput_per_flow(deliveries, out.t_origin, out.t_stop, cfg.bin_s)
     if series:
         timeline_png(cfg.out / "timeline.png", series, FLOWS, faults, out.t_origin)
-    print_summary(rows, bool(doc["verified"]), console, flows_of(doc), out.pauses, out.t_origin)
+    print_summary(
+        rows,
+        bool(doc["verified"]),
+        console,
+        flows_of(doc),
+        pauses=out.pauses,
+        t_origin=out.t_origin,
+        steal_s=out.steal_s,
+    )
     _say(console, f"wrote {cfg.out / 'report.json'} and {cfg.out / 'timeline.png'}")
     return doc
 

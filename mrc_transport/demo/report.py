@@ -312,6 +312,7 @@ def print_summary(
     flows: Sequence[FlowReport] = (),
     pauses: Sequence[Pause] = (),
     t_origin: float = 0.0,
+    steal_s: float | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -319,10 +320,11 @@ def print_summary(
     console.print(summary_table(rows))
     if pauses:
         worst = max(pauses, key=lambda p: p.late_s)
+        steal = "" if steal_s is None else f"; CPU steal {steal_s:.2f} s during the run"
         console.print(
             f"the machine stood still {len(pauses)} time{'s' if len(pauses) > 1 else ''} "
-            f"(longest {worst.late_s * 1e3:.0f} ms at {worst.t_mono - t_origin:.2f} s): every "
-            "process stopped, so a stall then is the machine's, not the protocol's"
+            f"(longest {worst.late_s * 1e3:.0f} ms at {worst.t_mono - t_origin:.2f} s{steal}): "
+            "a stall then is the machine's, not the protocol's"
         )
     floors = [
         f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"

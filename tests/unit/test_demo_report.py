@@ -129,10 +129,10 @@ def test_a_stall_during_a_host_pause_says_so() -> None:
     assert cut.mrc_stall_rtos is None  # no event log
     assert (cut.host_pause_ms, fail.host_pause_ms) == (0.0, pytest.approx(10.5))
     console = Console(record=True, width=140, force_terminal=False)
-    print_summary([cut, fail], True, console, pauses=pauses, t_origin=T0)
+    print_summary([cut, fail], True, console, pauses=pauses, t_origin=T0, steal_s=1.5)
     text = console.export_text()
     assert "13 ms (host paused 10 ms)" in text or "13 ms (host paused 11 ms)" in text
-    assert "stood still 2 times (longest 50 ms at 3.00 s)" in text
+    assert "stood still 2 times (longest 50 ms at 3.00 s; CPU steal 1.50 s during" in text
 
 
 def test_failover_report_json(tmp_path: Path) -> None:
