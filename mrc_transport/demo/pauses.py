@@ -58,12 +58,16 @@ class PauseWatch:
         self.pauses: list[Pause] = []
         self.steal_s: float | None = None
         self._stop = threading.Event()
+        self._watching = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pause-watch", daemon=True)
         self._steal0: float | None = None
 
     def __enter__(self) -> PauseWatch:
+        """Returns once the watcher runs: a started thread may first run much later on a
+        loaded machine, and a pause before its first look would go unseen."""
         self._steal0 = steal_seconds()
         self._thread.start()
+        self._watching.wait()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -75,11 +79,16 @@ class PauseWatch:
 
     def _run(self) -> None:
         t = time.monotonic()
-        while not self._stop.wait(self.tick_s):
+        self._watching.set()
+        while True:
+            stopped = self._stop.wait(self.tick_s)
+            # also on the way out: a pause that ends as the watch is stopped still counts
             now = time.monotonic()
             late = now - t - self.tick_s
             if late >= self.late_s:
                 self.pauses.append(Pause(t + self.tick_s, late))
+            if stopped:
+                return
             t = now
 
 

@@ -231,6 +231,12 @@ def test_collisions_png(tmp_path: Path) -> None:
     assert path.stat().st_size > 10_000
 
 
+def _proc_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_pause_watch_sees_a_stopped_process() -> None:
     import os
     import signal
@@ -254,7 +260,13 @@ def test_pause_watch_sees_a_stopped_process() -> None:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "up"
         os.kill(child.pid, signal.SIGSTOP)
-        time.sleep(0.15)  # the pause under test: nothing else marks a stopped process
+        # Wait until it is stopped: a SIGCONT sent while the stop is still pending (the
+        # child not yet scheduled, on a loaded machine) cancels it (POSIX).
+        deadline = time.monotonic() + 10
+        while _proc_state(child.pid) != "T":
+            assert time.monotonic() < deadline, "the child never stopped"
+            time.sleep(0.001)
+        time.sleep(0.15)  # the pause under test: its length, not a wait for a condition
         os.kill(child.pid, signal.SIGCONT)
         out, _ = child.communicate("\n", timeout=10)
     finally:
