@@ -53,11 +53,12 @@ from mrc_transport.demo.timeline import (
     Delivery,
     FaultWindow,
     Params,
+    Stall,
     analyse,
     by_flow,
     flow_totals,
     goodput_per_flow,
-    healthy_gap,
+    healthy_gap_at,
     pair_events,
     with_aftermath,
 )
@@ -500,6 +501,7 @@ def analyse_run(
         verified,
         counters,
         healthy_gaps(deliveries, faults, out.t_origin, out.t_stop, params),
+        out.pauses,
     )
     meta = {
         "lab": cfg.lab,
@@ -533,12 +535,12 @@ def healthy_gaps(
     t_begin: float,
     t_stop: float,
     params: Params,
-) -> dict[str, float | None]:
-    """Per flow, the longest delivery gap with nothing broken (timeline.healthy_gap)."""
+) -> dict[str, Stall | None]:
+    """Per flow, the longest delivery gap with nothing broken (timeline.healthy_gap_at)."""
     flows = by_flow(deliveries)
     after = with_aftermath(faults, flows, t_begin=t_begin, t_stop=t_stop, params=params)
     return {
-        flow: healthy_gap(rs, after, t_begin=t_begin, t_stop=t_stop, margin=params.margin)
+        flow: healthy_gap_at(rs, after, t_begin=t_begin, t_stop=t_stop, margin=params.margin)
         for flow, rs in flows.items()
     }
 

@@ -51,6 +51,9 @@ class FlowReport:
     """Longest gap between deliveries outside every fault, its margin and aftermath: the
     flow's own delivery jitter (a userspace endpoint is descheduled now and then), the
     floor to read a stall after a fault against."""
+    healthy_gap_host_pause_ms: float | None = None
+    """The longest time the machine stood still during that gap (demo/pauses.py; None:
+    not watched)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,8 @@ def flow_reports(
     kinds: Mapping[str, FlowKind],
     verified: Mapping[str, bool],
     counters: Mapping[str, Mapping[str, int]] | None = None,
-    healthy_gaps: Mapping[str, float | None] | None = None,
+    healthy_gaps: Mapping[str, Stall | None] | None = None,
+    pauses: Sequence[Pause] | None = None,
 ) -> list[FlowReport]:
     """Per-flow entries; ``counters[flow]`` may hold retransmits, evs_retired, evs_readmitted.
     A flow in ``kinds`` that delivered nothing still gets an entry (0 bytes)."""
@@ -161,6 +165,10 @@ def flow_reports(
     for flow in sorted(kinds):
         tot = totals.get(flow)
         c = (counters or {}).get(flow, {})
+        gap = (healthy_gaps or {}).get(flow)
+        paused = None
+        if gap is not None and pauses is not None:
+            paused = _ms(longest_overlap(pauses, gap.start, gap.end))
         out.append(
             FlowReport(
                 flow=flow,
@@ -171,7 +179,8 @@ def flow_reports(
                 retransmits=c.get("retransmits"),
                 evs_retired=c.get("evs_retired"),
                 evs_readmitted=c.get("evs_readmitted"),
-                healthy_max_gap_ms=_ms((healthy_gaps or {}).get(flow)),
+                healthy_max_gap_ms=_ms(_duration(gap)),
+                healthy_gap_host_pause_ms=paused,
             )
         )
     return out
@@ -305,6 +314,14 @@ def summary_table(rows: Sequence[FaultRow]) -> Any:
     return table
 
 
+def _floor(f: FlowReport) -> str:
+    """ "MRC 104 ms (host paused 100 ms)": a flow's longest gap with nothing broken."""
+    text = f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"
+    if f.healthy_gap_host_pause_ms:
+        text += f" (host paused {f.healthy_gap_host_pause_ms:.0f} ms)"
+    return text
+
+
 def print_summary(
     rows: Sequence[FaultRow],
     verified: bool,
@@ -326,11 +343,7 @@ def print_summary(
             f"(longest {worst.late_s * 1e3:.0f} ms at {worst.t_mono - t_origin:.2f} s{steal}): "
             "a stall then is the machine's, not the protocol's"
         )
-    floors = [
-        f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"
-        for f in flows
-        if f.healthy_max_gap_ms is not None
-    ]
+    floors = [_floor(f) for f in flows if f.healthy_max_gap_ms is not None]
     if floors:
         console.print(f"longest gap between deliveries with nothing broken: {', '.join(floors)}")
     console.print(

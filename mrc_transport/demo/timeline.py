@@ -305,15 +305,28 @@ def healthy_gap(
     window (and ``margin`` after it): how long the flow goes without a delivery when
     nothing is broken, the floor a stall after a fault is to be read against. Pass the
     faults ``with_aftermath``. None without two deliveries in one healthy span."""
+    gap = healthy_gap_at(records, faults, t_begin=t_begin, t_stop=t_stop, margin=margin)
+    return None if gap is None else gap.duration
+
+
+def healthy_gap_at(
+    records: Sequence[Delivery],
+    faults: Sequence[FaultWindow],
+    *,
+    t_begin: float,
+    t_stop: float,
+    margin: float,
+) -> Stall | None:
+    """``healthy_gap`` with where it was: the deliveries on either side of it."""
     spans = _healthy_spans(t_begin, t_stop, faults, margin)
     times = [d.t_mono for d in records]
-    best: float | None = None
+    best: Stall | None = None
     for a, b in spans:
         i, j = bisect.bisect_left(times, a), bisect.bisect_right(times, b)
         inside = times[i:j]
         for x, y in itertools.pairwise(inside):
-            if best is None or y - x > best:
-                best = y - x
+            if best is None or y - x > best.duration:
+                best = Stall(x, y, open_ended=False)
     return best
 
 

@@ -284,3 +284,22 @@ def test_longest_overlap() -> None:
     with PauseWatch() as watch:
         pass
     assert watch.pauses == []
+
+
+def test_a_healthy_gap_during_a_host_pause_says_so() -> None:
+    from mrc_transport.demo.timeline import Stall
+
+    totals = flow_totals(MRC + TCP, T0, T0 + 10.0)
+    gaps = {"mrc": Stall(T0 + 5.0, T0 + 5.104, False), "tcp": Stall(T0 + 1.0, T0 + 1.2, False)}
+    pauses = [Pause(T0 + 5.002, 0.1)]
+    flows = flow_reports(totals, KINDS, {"mrc": True}, None, gaps, pauses)  # type: ignore[arg-type]
+    by = {f.flow: f for f in flows}
+    assert by["mrc"].healthy_max_gap_ms == pytest.approx(104.0)
+    assert by["mrc"].healthy_gap_host_pause_ms == pytest.approx(100.0)
+    assert by["tcp"].healthy_gap_host_pause_ms == 0.0
+    console = Console(record=True, width=140, force_terminal=False)
+    print_summary([], True, console, flows)
+    text = console.export_text()
+    assert "MRC 104 ms (host paused 100 ms), TCP 200 ms" in text
+    no_watch = flow_reports(totals, KINDS, {"mrc": True}, None, gaps)  # type: ignore[arg-type]
+    assert all(f.healthy_gap_host_pause_ms is None for f in no_watch)

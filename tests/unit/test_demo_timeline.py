@@ -243,3 +243,8 @@ def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
     assert gap == pytest.approx(0.04)
     assert healthy_gap(rs, [], t_begin=0.0, t_stop=2.8, margin=0.05) == pytest.approx(0.21)
     assert healthy_gap(rs[:1], [], t_begin=0.0, t_stop=2.8, margin=0.05) is None
+    from mrc_transport.demo.timeline import healthy_gap_at
+
+    at = healthy_gap_at(rs, [fault], t_begin=0.0, t_stop=2.8, margin=0.05)
+    assert at is not None
+    assert (at.start, at.end) == (pytest.approx(0.99), pytest.approx(1.03))
