@@ -283,16 +283,13 @@ def _config(args: argparse.Namespace, provider: Any) -> Any:
 
 
 def _write_records(args: argparse.Namespace, records: list[tuple[float, int]]) -> None:
+    """--records: one delivery record per message, as the demo reads them."""
     if not args.records:
         return
-    tmp = args.records + ".tmp"
-    with open(tmp, "w") as f:
-        for t, n in records:
-            f.write(
-                json.dumps({"t_mono": t, "nbytes": n, "flow": args.flow}, separators=(",", ":"))
-                + "\n"
-            )
-    os.replace(tmp, args.records)
+    from mrc_transport import jsonl
+    from mrc_transport.demo.records import record
+
+    jsonl.write(args.records, (record(t, n, args.flow) for t, n in records))
 
 
 @contextlib.asynccontextmanager
@@ -534,9 +531,21 @@ def _receiver_report(s: Any) -> dict[str, Any]:
     return report
 
 
+def _cpu_percent(who: str, user: float, system: float, wall: float) -> dict[str, float]:
+    """iperf3's ``<who>_total``, ``<who>_user`` and ``<who>_system`` CPU percentages."""
+    if wall <= 0:
+        return {f"{who}_total": 0.0, f"{who}_user": 0.0, f"{who}_system": 0.0}
+    return {
+        f"{who}_total": 100 * (user + system) / wall,
+        f"{who}_user": 100 * user / wall,
+        f"{who}_system": 100 * system / wall,
+    }
+
+
 def _remote_cpu(streams: list[Any]) -> dict[str, float]:
     """iperf3's remote_* CPU keys from the peer's E or R message (its process's CPU over
-    its data phase); empty when the peer did not say (it failed first)."""
+    its data phase; the busiest stream's); empty when the peer did not say (it failed
+    first)."""
     best: dict[str, float] = {}
     for s in streams:
         cpu, seconds = s.peer.get("cpu"), s.peer.get("seconds")
@@ -544,12 +553,9 @@ def _remote_cpu(streams: list[Any]) -> dict[str, float]:
             user, system, wall = float(cpu["user_s"]), float(cpu["system_s"]), float(seconds)
         except (TypeError, KeyError, ValueError):
             continue
-        if wall > 0 and 100 * (user + system) / wall > best.get("remote_total", -1.0):
-            best = {
-                "remote_total": 100 * (user + system) / wall,
-                "remote_user": 100 * user / wall,
-                "remote_system": 100 * system / wall,
-            }
+        mine = _cpu_percent("remote", user, system, wall)
+        if wall > 0 and mine["remote_total"] > best.get("remote_total", -1.0):
+            best = mine
     return best
 
 
@@ -624,9 +630,7 @@ def _end_doc(
         "evs": evs,
         "endpoint": ep_counters,
         "cpu_utilization_percent": {
-            "host_total": 100 * (user + system) / wall if wall else 0.0,
-            "host_user": 100 * user / wall if wall else 0.0,
-            "host_system": 100 * system / wall if wall else 0.0,
+            **_cpu_percent("host", user, system, wall),
             **_remote_cpu(streams),
         },
         "cpu_seconds": user + system,

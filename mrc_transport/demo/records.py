@@ -8,26 +8,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from mrc_transport import jsonl
 from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.timeline import Delivery
 
 
+def record(t_mono: float, nbytes: int, flow: str) -> dict[str, Any]:
+    return {"t_mono": t_mono, "nbytes": nbytes, "flow": flow}
+
+
 def record_line(t_mono: float, nbytes: int, flow: str) -> str:
-    return json.dumps({"t_mono": t_mono, "nbytes": nbytes, "flow": flow}, separators=(",", ":"))
+    return json.dumps(record(t_mono, nbytes, flow), separators=(",", ":"))
 
 
 def write_records(path: str | Path, deliveries: Iterable[Delivery]) -> int:
-    """Write records (atomically: a reader never sees half a file); returns how many."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "w") as f:
-        for d in deliveries:
-            f.write(record_line(d.t_mono, d.nbytes, d.flow) + "\n")
-            n += 1
-    tmp.replace(path)
-    return n
+    """Write records (mrc_transport/jsonl.py: atomically); returns how many."""
+    return jsonl.write(path, (record(d.t_mono, d.nbytes, d.flow) for d in deliveries))
 
 
 def parse_record(line: str, where: str) -> Delivery:

@@ -293,22 +293,6 @@ def _healthy_spans(
     return spans
 
 
-def healthy_gap(
-    records: Sequence[Delivery],
-    faults: Sequence[FaultWindow],
-    *,
-    t_begin: float,
-    t_stop: float,
-    margin: float,
-) -> float | None:
-    """The longest gap between consecutive deliveries that lies wholly outside every fault
-    window (and ``margin`` after it): how long the flow goes without a delivery when
-    nothing is broken, the floor a stall after a fault is to be read against. Pass the
-    faults ``with_aftermath``. None without two deliveries in one healthy span."""
-    gap = healthy_gap_at(records, faults, t_begin=t_begin, t_stop=t_stop, margin=margin)
-    return None if gap is None else gap.duration
-
-
 def healthy_gap_at(
     records: Sequence[Delivery],
     faults: Sequence[FaultWindow],
@@ -317,7 +301,11 @@ def healthy_gap_at(
     t_stop: float,
     margin: float,
 ) -> Stall | None:
-    """``healthy_gap`` with where it was: the deliveries on either side of it."""
+    """The longest gap between consecutive deliveries that lies wholly outside every fault
+    window (and ``margin`` after it), as the deliveries on either side of it: how long the
+    flow goes without a delivery when nothing is broken, the floor a stall after a fault
+    is to be read against. Pass the faults ``with_aftermath``. None without two
+    deliveries in one healthy span."""
     spans = _healthy_spans(t_begin, t_stop, faults, margin)
     times = [d.t_mono for d in records]
     best: Stall | None = None

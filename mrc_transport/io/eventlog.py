@@ -14,10 +14,11 @@ three line up.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
+import itertools
 import re
+from typing import Any
 
+from mrc_transport import jsonl
 from mrc_transport.protocol import events
 
 SKIPPED: tuple[type[events.Event], ...] = (events.MessageReceived, events.MessageAcked)
@@ -35,10 +36,10 @@ def event_name(ev: events.Event) -> str:
     return _CAMEL.sub("_", type(ev).__name__).lower()
 
 
-def as_record(ev: events.Event) -> dict[str, object]:
+def as_record(ev: events.Event) -> dict[str, Any]:
     """One event as a flat JSON object: ``t_mono``, ``event``, then its own fields."""
     fields = dataclasses.asdict(ev)
-    record: dict[str, object] = {"t_mono": fields.pop("time"), "event": event_name(ev)}
+    record: dict[str, Any] = {"t_mono": fields.pop("time"), "event": event_name(ev)}
     record.update(fields)
     return record
 
@@ -61,26 +62,12 @@ class EventLog:
         self.events.append(ev)
 
     def write(self, path: str) -> None:
-        """All events as JSON lines, through a temporary file (a reader never sees half)."""
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            for ev in self.events:
-                f.write(json.dumps(as_record(ev), separators=(",", ":")) + "\n")
-            if self.dropped:
-                f.write(json.dumps({"event": "log_full", "dropped": self.dropped}) + "\n")
-        os.replace(tmp, path)
+        """All events as JSON lines (mrc_transport/jsonl.py: atomically)."""
+        full = [{"event": "log_full", "dropped": self.dropped}] if self.dropped else []
+        jsonl.write(path, itertools.chain(map(as_record, self.events), full))
 
 
-def read(path: str) -> list[dict[str, object]]:
-    """The records of a log ``write`` made; lines that are not JSON objects are skipped
-    (a log cut short by a killed process still reads)."""
-    out: list[dict[str, object]] = []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-    return out
+def read(path: str) -> list[dict[str, Any]]:
+    """The records of a log ``write`` made (a log cut short by a killed process still
+    reads: jsonl.read skips its broken last line)."""
+    return jsonl.read(path)

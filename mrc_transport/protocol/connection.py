@@ -178,23 +178,18 @@ class Connection:
 
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every packet to send now: control first, then data while the windows allow."""
-        out, self._control = self._control, []
+        out = self.control_to_send()
         if self.state in SENDING:
-            self.sender.fill(now, out, len(out) + self.cfg.max_burst)
+            first = len(out)
+            self.sender.fill(now, out, first + self.cfg.max_burst)
+            self.counters.packets_sent += len(out) - first
             self._arm_persist(now)
             if self.state is ConnState.CLOSING and self.sender.idle():
                 self._move(ConnInput.DRAINED, now)
                 self._retry_count, self._retry_at = 0, now
                 self._send_close(now)
-                out.extend(self._control)
-                self._control = []
-        self.counters.packets_sent += len(out)
+                out.extend(self.control_to_send())
         return out
-
-    @property
-    def has_control(self) -> bool:
-        """Control packets are queued (``control_to_send`` would return some)."""
-        return bool(self._control)
 
     def control_to_send(self) -> list[Transmit]:
         """Only the control packets queued so far (SACKs, probe replies, handshakes): what

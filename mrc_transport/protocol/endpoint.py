@@ -121,8 +121,7 @@ class Endpoint:
         """Every connection's queued control packets (Connection.control_to_send)."""
         out: list[Transmit] = []
         for conn in self.connections.values():
-            if conn.has_control:
-                out.extend(conn.control_to_send())
+            out.extend(conn.control_to_send())
         return out
 
     def get_timer(self) -> float | None:

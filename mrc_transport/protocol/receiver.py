@@ -216,7 +216,7 @@ class Receiver:
 
     def sack(self, common: Common, ce: bool = False) -> frames.SackHeader:
         """A SACK of the current state reflecting the last trigger."""
-        base = max(self.cum, self.highest - 63)
+        base = max(self.cum, self.highest - (SACK_BITMAP_BITS - 1))
         bitmap = 0
         ooo = self.ooo
         if len(ooo) < SACK_BITMAP_BITS:  # usually a few PSNs: walk them, not 64 bits

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mrc_transport.demo.timeline import (
@@ -232,7 +234,11 @@ def test_pair_events_from_the_lab_log() -> None:
 
 
 def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
-    from mrc_transport.demo.timeline import healthy_gap
+    from mrc_transport.demo.timeline import healthy_gap_at
+
+    def healthy_gap(*args: Any, **kwargs: Any) -> float | None:
+        gap = healthy_gap_at(*args, **kwargs)
+        return None if gap is None else gap.duration
 
     # deliveries every 10 ms, a 40 ms hole at 0.99 (healthy) and a 210 ms one in a fault
     times = [i * 0.01 for i in range(100)] + [1.03 + i * 0.01 for i in range(50)]
@@ -243,8 +249,6 @@ def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
     assert gap == pytest.approx(0.04)
     assert healthy_gap(rs, [], t_begin=0.0, t_stop=2.8, margin=0.05) == pytest.approx(0.21)
     assert healthy_gap(rs[:1], [], t_begin=0.0, t_stop=2.8, margin=0.05) is None
-    from mrc_transport.demo.timeline import healthy_gap_at
-
     at = healthy_gap_at(rs, [fault], t_begin=0.0, t_stop=2.8, margin=0.05)
     assert at is not None
     assert (at.start, at.end) == (pytest.approx(0.99), pytest.approx(1.03))
