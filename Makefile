@@ -8,13 +8,14 @@ APT_CMDS := ip nft iperf3 ethtool tcpdump gcc
 # python3 must be able to make a venv (ensurepip) and compile the cffi extension (Python.h)
 PY_OK := import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')
 FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
+CORE_SRC := $(wildcard mrc_transport/protocol/*.py mrc_transport/protocol/cc/*.py) csrc/build_core.py
 PYTEST_ARGS ?=
 
-.PHONY: all setup apt venv fastpath test lint typecheck unit demo clean bench
+.PHONY: all setup apt venv fastpath core test lint typecheck unit demo clean bench
 
 all: setup
 
-setup: apt venv fastpath
+setup: apt venv fastpath core
 
 # Install Debian packages only when a command is missing, so a second run is instant.
 apt:
@@ -41,6 +42,15 @@ fastpath: .venv/.stamp-fastpath
 	$(PY) csrc/build.py --inplace
 	@touch $@
 
+# Compile the protocol core with mypyc, in place (csrc/build_core.py); its .py files stay
+# the reference that MRC_PUREPYTHON=1 runs. The log is shown only if the build fails.
+core: .venv/.stamp-core
+
+.venv/.stamp-core: .venv/.stamp-installed $(CORE_SRC)
+	@echo "compiling the protocol core (mypyc, about a minute)"
+	@mkdir -p build && $(PY) csrc/build_core.py --inplace > build/core.log 2>&1 || { cat build/core.log; exit 1; }
+	@touch $@
+
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
@@ -63,4 +73,5 @@ bench: setup
 	$(PY) bench/codec.py
 
 clean:
-	rm -rf .venv build *.egg-info mrc_transport/_fastpath*.so mrc_transport/_fastpath.c
+	rm -rf .venv build *.egg-info mrc_transport/_fastpath*.so mrc_transport/_fastpath.c mrc_transport/_core__mypyc*.so
+	find mrc_transport/protocol -name "*.so" -delete

@@ -1,3 +1,59 @@
 """MRC (Multipath Reliable Connection) over static SRv6 source routing."""
 
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import warnings
+from collections.abc import Sequence
+from importlib.machinery import SOURCE_SUFFIXES, FileFinder, ModuleSpec, SourceFileLoader
+from types import ModuleType
+
 __version__ = "0.1.0"
+
+PURE_PYTHON = os.environ.get("MRC_PUREPYTHON", "") not in ("", "0")
+"""``MRC_PUREPYTHON=1``: the pure-Python reference everywhere (codecs, batched IO, and the
+protocol core from its .py files even where mypyc's compiled modules sit beside them)."""
+
+
+class _CoreFromSource:
+    """Import finder that loads ``mrc_transport.protocol`` and its submodules from source.
+    Python prefers an extension module to a .py file of the same name, and the compiled
+    core (csrc/build_core.py) is built in place, beside its sources."""
+
+    PREFIX = f"{__name__}.protocol"
+
+    @classmethod
+    def find_spec(
+        cls, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if path is None or not (fullname == cls.PREFIX or fullname.startswith(cls.PREFIX + ".")):
+            return None
+        for entry in path:
+            spec = FileFinder(entry, (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(fullname)
+            if spec is not None:
+                return spec
+        return None
+
+
+def _compiled_core_is_stale() -> bool:
+    """Whether a source file of the protocol core changed after the compiled core was
+    built: running the old build would silently ignore the edit."""
+    here = pathlib.Path(__file__).parent
+    built = [p.stat().st_mtime for p in here.glob("_core__mypyc*")]
+    if not built:
+        return False
+    return any(p.stat().st_mtime > min(built) for p in (here / "protocol").rglob("*.py"))
+
+
+if PURE_PYTHON or _compiled_core_is_stale():
+    if not PURE_PYTHON:
+        warnings.warn(
+            "the compiled protocol core is older than its source: running the source "
+            "(`make core` rebuilds it)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    if _CoreFromSource not in sys.meta_path:
+        sys.meta_path.insert(0, _CoreFromSource)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from . import sender as _sender
 from .config import Config
 from .connection import Connection, ConnState
 from .endpoint import Endpoint
 from .transmit import Transmit
 
-__all__ = ["Config", "ConnState", "Connection", "Endpoint", "Transmit"]
+COMPILED = not str(_sender.__file__).endswith(".py")
+"""Whether the core running is mypyc's build of these modules (csrc/build_core.py) rather
+than their source: ``make core`` builds it, ``MRC_PUREPYTHON=1`` forces the source."""
+
+__all__ = ["COMPILED", "Config", "ConnState", "Connection", "Endpoint", "Transmit"]

@@ -10,9 +10,12 @@ import random
 from collections import deque
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from .ev import Ev, EvSet, EvState
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a plug-in needs no compiler
 class Scheduler:
     """Base class: pick an EV for a data packet."""
 

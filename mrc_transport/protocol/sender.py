@@ -55,6 +55,8 @@ from .scheduler import Scheduler
 from .serial import MASK32, expand
 from .transmit import Transmit, new_transmit
 
+View = memoryview
+"""mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
 _TS, _ECN_ECHO, _ACK_REQ = int(Flags.TS), int(Flags.ECN_ECHO), int(Flags.ACK_REQ)
 # one data header per packet: built without the frozen __init__
 _new_data_header = builder(DataHeader)
@@ -66,7 +68,7 @@ class OutMessage:
 
     msn: int
     """Message sequence number."""
-    data: memoryview
+    data: View
     """The application's bytes."""
     next_offset: int = 0
     """First byte not yet segmented."""

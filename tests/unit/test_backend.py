@@ -1,7 +1,7 @@
 """Which backend is live. CI runs the suite twice: with MRC_EXPECT_FASTPATH=1 this proves the
-C fast path really loaded (a missing or broken extension would otherwise fall back to the
-reference silently and every C test would be skipped); with MRC_PUREPYTHON=1 it proves the
-switch forces the reference."""
+C fast path and the compiled protocol core really loaded (a missing or broken extension
+would otherwise fall back to the reference silently and every C test would be skipped);
+with MRC_PUREPYTHON=1 it proves the switch forces the reference."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import sys
 
 import pytest
 
+import mrc_transport.protocol as core
 import mrc_transport.wire as wire
 from mrc_transport.io import batchio
+from mrc_transport.protocol import sender
 from mrc_transport.wire import codec
 
 EXTENSION_BUILT = importlib.util.find_spec("mrc_transport._fastpath") is not None
+CORE_BUILT = importlib.util.find_spec("mrc_transport._core__mypyc") is not None
 
 
 def test_c_backend_loaded_when_expected() -> None:
@@ -30,6 +33,8 @@ def test_c_backend_loaded_when_expected() -> None:
     assert wire.encode_data_batch is fast.encode_data_batch
     assert batchio.BACKEND == "c"
     assert batchio.send_batch is batchio.c_send_batch
+    assert core.COMPILED
+    assert not str(sender.__file__).endswith(".py")
 
 
 def test_reference_forced_by_the_switch() -> None:
@@ -39,6 +44,8 @@ def test_reference_forced_by_the_switch() -> None:
     assert wire.encode is codec.encode
     assert batchio.BACKEND == "python"
     assert batchio.recv_batch is batchio.py_recv_batch
+    assert not core.COMPILED
+    assert str(sender.__file__).endswith(".py")
 
 
 def test_backend_is_consistent_with_the_environment() -> None:
@@ -54,10 +61,12 @@ def test_switch_in_a_fresh_interpreter(purepython: str | None) -> None:
     if purepython is not None:
         env["MRC_PUREPYTHON"] = purepython
     code = (
-        "import mrc_transport.wire as w, mrc_transport.io.batchio as b; print(w.BACKEND, b.BACKEND)"
+        "import mrc_transport.wire as w, mrc_transport.io.batchio as b, mrc_transport.protocol"
+        " as p; print(w.BACKEND, b.BACKEND, p.COMPILED)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     expected = "python" if purepython == "1" or not EXTENSION_BUILT else "c"
-    assert out == [expected, expected]
+    compiled = purepython != "1" and CORE_BUILT
+    assert out == [expected, expected, str(compiled)]

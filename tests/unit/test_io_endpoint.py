@@ -124,6 +124,25 @@ class Clock:
         return self.now
 
 
+class RefusalSpy:
+    """The endpoint's core with its ``send_failed`` calls recorded, and passed on if
+    ``forward``. A stand-in object, since a method of the compiled core cannot be replaced
+    on the instance (csrc/build_core.py)."""
+
+    def __init__(self, ep: MrcEndpoint, *, forward: bool) -> None:
+        self._core, self._forward = ep.core, forward
+        self.refused: list[Transmit] = []
+        ep.core = self  # type: ignore[assignment]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._core, name)
+
+    def send_failed(self, tx: Transmit, now: float) -> None:
+        self.refused.append(tx)
+        if self._forward:
+            self._core.send_failed(tx, now)
+
+
 def endpoint(tx: socket.socket, rate: float = 1e12) -> tuple[MrcEndpoint, Connection, Clock]:
     """An endpoint with one established connection (its SETUP_ACK fed to the core)."""
     clock = Clock()
@@ -227,8 +246,7 @@ def test_bursts_are_paced_at_the_nic_rate(fake: FakeWire, udp: socket.socket, ra
 
 def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) -> None:
     ep, conn, clock = endpoint(udp)
-    refused: list[Transmit] = []
-    ep.core.send_failed = lambda tx, now: refused.append(tx)  # type: ignore[method-assign]
+    refused = RefusalSpy(ep, forward=False).refused
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
     clock.now += 1e-6
@@ -322,14 +340,7 @@ def test_enetunreach_is_told_to_the_core_which_resends_on_another_plane(
     fake: FakeWire, udp: socket.socket
 ) -> None:
     ep, conn, clock = endpoint(udp)
-    core_send_failed = ep.core.send_failed
-    refused: list[Transmit] = []
-
-    def spy(tx: Transmit, now: float) -> None:
-        refused.append(tx)
-        core_send_failed(tx, now)
-
-    ep.core.send_failed = spy  # type: ignore[method-assign]
+    refused = RefusalSpy(ep, forward=True).refused
     dead = conn.evs.paths[-1].src.packed
     plane = conn.evs.paths[-1].plane
     fake.dead.add(dead)
@@ -553,8 +564,7 @@ def test_a_refused_send_from_the_backlog_is_told_to_the_core(
     ep, conn, clock = endpoint(udp)
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
-    refused: list[Transmit] = []
-    ep.core.send_failed = lambda tx, now: refused.append(tx)  # type: ignore[method-assign]
+    refused = RefusalSpy(ep, forward=False).refused
     ep.handles[conn.conn].send(bytes(16 * MSS))
     fake.room = 0
     ep.pump(clock.now)

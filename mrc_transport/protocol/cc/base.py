@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from ..config import Config
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a plug-in needs no compiler
 class CongestionControl:
     """Base class (model: aioquic quic/congestion/base.py)."""
 
