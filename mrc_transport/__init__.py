@@ -17,18 +17,24 @@ PURE_PYTHON = os.environ.get("MRC_PUREPYTHON", "") not in ("", "0")
 protocol core from its .py files even where mypyc's compiled modules sit beside them)."""
 
 
-class _CoreFromSource:
-    """Import finder that loads ``mrc_transport.protocol`` and its submodules from source.
-    Python prefers an extension module to a .py file of the same name, and the compiled
-    core (csrc/build_core.py) is built in place, beside its sources."""
+_EXTENSIONS = ("_fastpath", "_core__mypyc")
+"""The package's own extension modules (cffi's C fast path, mypyc's shared library)."""
 
-    PREFIX = f"{__name__}.protocol"
+
+class _CoreFromSource:
+    """Import finder that loads this package's modules from their .py files. Python prefers
+    an extension module to a .py file of the same name, and mypyc compiles some modules in
+    place, beside their sources (csrc/build_core.py)."""
+
+    PREFIX = f"{__name__}."
 
     @classmethod
     def find_spec(
         cls, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if path is None or not (fullname == cls.PREFIX or fullname.startswith(cls.PREFIX + ".")):
+        if path is None or not fullname.startswith(cls.PREFIX):
+            return None
+        if fullname.rpartition(".")[2] in _EXTENSIONS:
             return None
         for entry in path:
             spec = FileFinder(entry, (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(fullname)
@@ -38,13 +44,17 @@ class _CoreFromSource:
 
 
 def _compiled_core_is_stale() -> bool:
-    """Whether a source file of the protocol core changed after the compiled core was
-    built: running the old build would silently ignore the edit."""
+    """Whether the source of a compiled module changed after the build: running the old
+    build would silently ignore the edit."""
     here = pathlib.Path(__file__).parent
     built = [p.stat().st_mtime for p in here.glob("_core__mypyc*")]
     if not built:
         return False
-    return any(p.stat().st_mtime > min(built) for p in (here / "protocol").rglob("*.py"))
+    for so in here.rglob("*.cpython-*.so"):
+        py = so.with_name(so.name.partition(".")[0] + ".py")
+        if py.exists() and py.stat().st_mtime > min(built):
+            return True
+    return False
 
 
 if PURE_PYTHON or _compiled_core_is_stale():

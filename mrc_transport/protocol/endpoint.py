@@ -126,8 +126,12 @@ class Endpoint:
 
     def get_timer(self) -> float | None:
         """Earliest timer of any connection."""
-        times = [t for c in self.connections.values() if (t := c.get_timer()) is not None]
-        return min(times, default=None)
+        first: float | None = None
+        for conn in self.connections.values():
+            t = conn.get_timer()
+            if t is not None and (first is None or t < first):
+                first = t
+        return first
 
     def handle_timer(self, now: float) -> None:
         """Run every expired connection timer; forget connections whose drain ended."""

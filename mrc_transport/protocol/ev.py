@@ -457,11 +457,13 @@ class EvSet:
 
     def next_probe_time(self) -> float:
         """Earliest probe deadline of a retired EV or a dead port (inf: none)."""
-        down = self.ports_down
-        t = min(
-            (e.next_probe for e in self.retired.values() if e.plane not in down), default=math.inf
-        )
-        return min(t, min(down.values(), default=math.inf))
+        down, t = self.ports_down, math.inf
+        for e in self.retired.values():  # loops: asked at every timer decision
+            if e.next_probe < t and e.plane not in down:
+                t = e.next_probe
+        for when in down.values():
+            t = min(t, when)
+        return t
 
     def due_probes(self, now: float) -> list[Ev]:
         """Retired EVs whose probe is due; an unanswered previous probe counts as failed.

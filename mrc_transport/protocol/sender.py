@@ -202,7 +202,9 @@ class Sender:
         if self.srtt is None:
             base = self.cfg.initial_rtt * 3
         else:
-            peak = max(self.peak_rtt, max((pr.peak for pr in self.planes.values()), default=0.0))
+            peak = self.peak_rtt
+            for pr in self.planes.values():  # a loop: compiled, a generator costs ~10x
+                peak = max(peak, pr.peak)
             base = max(self.srtt + 4 * self.rttvar, 1.25 * peak)
         rto = math.ldexp(max(self.cfg.min_rto, base), min(self.rto_count, 30))
         return min(rto, self.cfg.max_rto)

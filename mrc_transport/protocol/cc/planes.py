@@ -52,11 +52,17 @@ class PlaneWindows:
     @property
     def window(self) -> int:
         """The connection's window: the sum over planes (or the one window)."""
-        return sum(cc.window for cc in self._distinct())
+        total = 0
+        for cc in self._distinct():
+            total += cc.window
+        return total
 
     def max_window(self) -> int:
         """The largest the connection's window would open to."""
-        return sum(cc.max_window() for cc in self._distinct())
+        total = 0
+        for cc in self._distinct():
+            total += cc.max_window()
+        return total
 
     def _distinct(self) -> Sequence[CongestionControl]:
         return list(self.cc.values()) if self.per_plane else [next(iter(self.cc.values()))]
