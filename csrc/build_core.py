@@ -9,8 +9,10 @@ CPU second of the interpreted one, and ``mrc perf`` went from ~1.06 to ~1.43 Gbi
     python csrc/build_core.py --inplace     # what ``make core`` runs
 
 Modules left out: events.py and transmit.py hold frozen dataclasses that other layers
-build through ``frozen.builder`` (``__class__`` assignment, which native classes refuse),
-and config.py is read once per connection.
+build through ``frozen.builder`` (``__class__`` assignment, which native classes refuse);
+compiling wire/frames.py, wire/fast.py or io/batchio.py as well measured no faster (their
+cost is the cffi calls and the objects they build), and frames.py made the C codec's
+decoders slower (they build frames through the same twins).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORE = "mrc_transport/protocol"
 COMPILED = (
+    f"{CORE}/config.py",
     f"{CORE}/serial.py",
     f"{CORE}/counters.py",
     f"{CORE}/ev.py",
