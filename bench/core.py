@@ -10,7 +10,11 @@ objects), then the core with every packet encoded and decoded through each codec
 available (pure Python, and C when ``mrc_transport.wire.BACKEND == "c"``), so the IO layer
 knows its per-core packet budget. Ratios are printed against the core alone.
 
-    python bench/core.py                 # about 20 s
+When the compiled core is live (csrc/build_core.py), the same modes run again in a child
+process with the core from its source (``MRC_CORE_SOURCE=1``, the C codec as built), and
+the ratio of the two is printed: what the compilation buys, measured side by side.
+
+    python bench/core.py                 # about 40 s
     python bench/core.py --quick
     python bench/core.py --config perf   # as mrc perf runs the core: NSCC, 9 KB, bursts of 16
 """
@@ -19,7 +23,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +36,7 @@ from types import ModuleType
 
 from mrc_transport import wire
 from mrc_transport.io.endpoint import io_config
-from mrc_transport.protocol import Config, Endpoint, Transmit
+from mrc_transport.protocol import COMPILED, Config, Endpoint, Transmit
 from mrc_transport.wire import codec, frames
 from srv6.path import SrPath
 
@@ -172,17 +180,8 @@ def best(trip: tuple[Encode, Decode], nbytes: int, how: Setup, repeats: int) -> 
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller transfer, one repeat")
-    parser.add_argument(
-        "--config",
-        choices=("bench", "perf"),
-        default="bench",
-        help="bench: fixed window, large bursts; perf: as mrc perf runs it",
-    )
-    parser.add_argument("--mss", type=int, help="default 1200 (bench) or 8916 (perf)")
-    args = parser.parse_args(argv)
+def measure(args: argparse.Namespace) -> tuple[int, list[tuple[str, Result]]]:
+    """Every mode of this process's core: (MSS, [(mode, result)])."""
     mss = args.mss or (1200 if args.config == "bench" else 8916)
     how = setup(args.config, mss)
     nbytes = (4 if args.quick else 24) * 1_000_000 * (mss // 1200 if args.config == "perf" else 1)
@@ -197,16 +196,60 @@ def main(argv: list[str] | None = None) -> int:
         f"{nbytes / 1e6:.0f} MB, MSS {mss}, config {args.config}, best of {repeats}; "
         "data packets per CPU second"
     )
-    print(f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender Gb/s':>13}{'vs alone':>10}")
-    base: Result | None = None
-    for name, trip in modes:
-        r = best(trip, nbytes, how, repeats)
-        base = base or r
-        gbps = r.sender_pps * mss * 8 / 1e9
-        ratio = r.sender_pps / base.sender_pps
+    return mss, [(name, best(trip, nbytes, how, repeats)) for name, trip in modes]
+
+
+def interpreted(argv: list[str]) -> list[tuple[str, Result]]:
+    """The same modes with the core from its source, in a child process."""
+    env = {**os.environ, "MRC_CORE_SOURCE": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, *argv, "--child"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = json.loads(out.splitlines()[-1])
+    return [(name, Result(*fields)) for name, fields in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller transfer, one repeat")
+    parser.add_argument(
+        "--config",
+        choices=("bench", "perf"),
+        default="bench",
+        help="bench: fixed window, large bursts; perf: as mrc perf runs it",
+    )
+    parser.add_argument("--mss", type=int, help="default 1200 (bench) or 8916 (perf)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    mss, rows = measure(args)
+    if args.child:  # the parent reads the last line
         print(
-            f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}{ratio:>10.2f}"
+            json.dumps([(name, [r.data_packets, r.sender_cpu, r.receiver_cpu]) for name, r in rows])
         )
+        return 0
+    print(f"protocol core: {'compiled (mypyc)' if COMPILED else 'interpreted (its source)'}")
+    print(f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender Gb/s':>13}{'vs alone':>10}")
+    for name, r in rows:
+        gbps = r.sender_pps * mss * 8 / 1e9
+        print(
+            f"{name:<22}{r.sender_pps:>12,.0f}{r.receiver_pps:>14,.0f}{gbps:>13.2f}"
+            f"{r.sender_pps / rows[0][1].sender_pps:>10.2f}"
+        )
+    if COMPILED:
+        print("the same with the core interpreted (MRC_CORE_SOURCE=1), and compiled / interpreted:")
+        print(
+            f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender x':>13}{'receiver x':>12}"
+        )
+        for (name, r), (_, i) in zip(rows, interpreted(argv), strict=True):
+            print(
+                f"{name:<22}{i.sender_pps:>12,.0f}{i.receiver_pps:>14,.0f}"
+                f"{r.sender_pps / i.sender_pps:>13.2f}{r.receiver_pps / i.receiver_pps:>10.2f}"
+            )
     return 0
 
 

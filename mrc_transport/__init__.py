@@ -15,6 +15,9 @@ __version__ = "0.1.0"
 PURE_PYTHON = os.environ.get("MRC_PUREPYTHON", "") not in ("", "0")
 """``MRC_PUREPYTHON=1``: the pure-Python reference everywhere (codecs, batched IO, and the
 protocol core from its .py files even where mypyc's compiled modules sit beside them)."""
+CORE_FROM_SOURCE = PURE_PYTHON or os.environ.get("MRC_CORE_SOURCE", "") not in ("", "0")
+"""``MRC_CORE_SOURCE=1``: only the protocol core from source, the C fast path as built
+(bench/core.py measures the compiled core against it)."""
 
 
 _EXTENSIONS = ("_fastpath", "_core__mypyc")
@@ -57,8 +60,8 @@ def _compiled_core_is_stale() -> bool:
     return False
 
 
-if PURE_PYTHON or _compiled_core_is_stale():
-    if not PURE_PYTHON:
+if CORE_FROM_SOURCE or _compiled_core_is_stale():
+    if not CORE_FROM_SOURCE:
         warnings.warn(
             "the compiled protocol core is older than its source: running the source "
             "(`make core` rebuilds it)",

@@ -70,3 +70,18 @@ def test_switch_in_a_fresh_interpreter(purepython: str | None) -> None:
     expected = "python" if purepython == "1" or not EXTENSION_BUILT else "c"
     compiled = purepython != "1" and CORE_BUILT
     assert out == [expected, expected, str(compiled)]
+
+
+def test_core_from_source_keeps_the_c_fast_path() -> None:
+    """MRC_CORE_SOURCE=1 (bench/core.py's baseline): the core from its .py files, the C
+    codec and batched IO as built."""
+    env = {k: v for k, v in os.environ.items() if k != "MRC_PUREPYTHON"}
+    env["MRC_CORE_SOURCE"] = "1"
+    code = (
+        "import mrc_transport.wire as w, mrc_transport.protocol.sender as s;"
+        " print(w.BACKEND, s.__file__.endswith('.py'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["c" if EXTENSION_BUILT else "python", "True"]
