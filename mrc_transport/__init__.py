@@ -46,10 +46,9 @@ class _CoreFromSource:
         return None
 
 
-def _compiled_core_is_stale() -> bool:
-    """Whether the source of a compiled module changed after the build: running the old
-    build would silently ignore the edit."""
-    here = pathlib.Path(__file__).parent
+def _compiled_core_is_stale(here: pathlib.Path = pathlib.Path(__file__).parent) -> bool:
+    """Whether the source of a module compiled in package folder ``here`` changed after
+    the build: running the old build would silently ignore the edit."""
     built = [p.stat().st_mtime for p in here.glob("_core__mypyc*")]
     if not built:
         return False
