@@ -107,6 +107,7 @@ class Receiver:
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.trigger = Trigger()
+        self._commons: dict[int, tuple[Common, Common]] = {}
 
     @property
     def rwnd(self) -> int:
@@ -207,7 +208,17 @@ class Receiver:
             self.next_msn += 1
 
     def _note(self, ev: int, h: DataHeader, bits: int) -> None:
-        self.trigger = Trigger(ev, h.ts, bool(bits & _TS))
+        t = self.trigger  # updated in place: one per packet
+        t.ev, t.ts, t.has_ts = ev, h.ts, bool(bits & _TS)
+
+    def _sack_common(self, common: Common, bits: int) -> Common:
+        """``common`` with flags ``bits``: a handful of kinds per connection, each built once
+        (a frozen dataclass's ``__init__`` costs ~2 us)."""
+        hit = self._commons.get(bits)  # by identity: hashing a frozen dataclass costs as much
+        if hit is None or hit[0] is not common:
+            made = Common(common.opcode, FLAGS_BY_VALUE[bits], common.dst_conn, common.src_conn)
+            hit = self._commons[bits] = (common, made)
+        return hit[1]
 
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
@@ -229,13 +240,12 @@ class Receiver:
                     bitmap |= 1 << i
         t = self.trigger
         bits = int(common.flags) | (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)
-        flags = FLAGS_BY_VALUE[bits]
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.advertised = self.rwnd
         self.counters.sacks_sent += 1
         return _new_sack_header(
-            Common(common.opcode, flags, common.dst_conn, common.src_conn),
+            self._sack_common(common, bits),
             self.cum & MASK32,
             base & MASK32,
             bitmap,
