@@ -55,18 +55,24 @@ def test_backend_is_consistent_with_the_environment() -> None:
     assert expected == batchio.BACKEND
 
 
+def _fresh_interpreter(code: str, **switches: str) -> list[str]:
+    """What ``code`` prints, split in words, run by a new interpreter with the backend
+    ``switches`` set as environment variables (and none inherited)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MRC_PUREPYTHON", "MRC_CORE_SOURCE")}
+    env.update(switches)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
 @pytest.mark.parametrize("purepython", ["1", None])
 def test_switch_in_a_fresh_interpreter(purepython: str | None) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MRC_PUREPYTHON"}
-    if purepython is not None:
-        env["MRC_PUREPYTHON"] = purepython
     code = (
         "import mrc_transport.wire as w, mrc_transport.io.batchio as b, mrc_transport.protocol"
         " as p; print(w.BACKEND, b.BACKEND, p.COMPILED)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.split()
+    out = _fresh_interpreter(code, **({} if purepython is None else {"MRC_PUREPYTHON": "1"}))
     expected = "python" if purepython == "1" or not EXTENSION_BUILT else "c"
     compiled = purepython != "1" and CORE_BUILT
     assert out == [expected, expected, str(compiled)]
@@ -75,13 +81,9 @@ def test_switch_in_a_fresh_interpreter(purepython: str | None) -> None:
 def test_core_from_source_keeps_the_c_fast_path() -> None:
     """MRC_CORE_SOURCE=1 (bench/core.py's baseline): the core from its .py files, the C
     codec and batched IO as built."""
-    env = {k: v for k, v in os.environ.items() if k != "MRC_PUREPYTHON"}
-    env["MRC_CORE_SOURCE"] = "1"
     code = (
         "import mrc_transport.wire as w, mrc_transport.protocol.sender as s;"
         " print(w.BACKEND, s.__file__.endswith('.py'))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.split()
+    out = _fresh_interpreter(code, MRC_CORE_SOURCE="1")
     assert out == ["c" if EXTENSION_BUILT else "python", "True"]
