@@ -28,6 +28,7 @@ COMPILED = (
     f"{CORE}/config.py",
     f"{CORE}/serial.py",
     f"{CORE}/counters.py",
+    f"{CORE}/commons.py",
     f"{CORE}/ev.py",
     f"{CORE}/scheduler.py",
     f"{CORE}/cc/base.py",

@@ -34,6 +34,7 @@ from srv6.path import SrPath
 
 from . import events
 from .cc.planes import PlaneWindows
+from .commons import Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
@@ -108,6 +109,7 @@ class Connection:
         self.scheduler = make_scheduler(cfg.scheduler, rng)
         self.cc = PlaneWindows(cfg, self.evs.planes)
         self.initial_psn = rng.getrandbits(32)
+        self.commons = Commons(conn)
         self.sender = Sender(
             cfg,
             self.initial_psn,
@@ -117,6 +119,7 @@ class Connection:
             self.counters,
             self._events.append,
             conn,
+            self.commons,
         )
         self.receiver: Receiver | None = None
         self.peer_conn = 0
@@ -296,7 +299,7 @@ class Connection:
 
     # -- setup and close ------------------------------------------------------------------
     def _common(self, opcode: Opcode, flags: Flags = Flags.NONE) -> Common:
-        return Common(opcode, flags, self.peer_conn, self.conn)
+        return self.commons.get(opcode, int(flags))
 
     def _control_tx(self, header: frames.Header, ev_value: int | None = None) -> None:
         if ev_value is None:
@@ -345,12 +348,18 @@ class Connection:
 
     def _start(self, h: frames.SetupHeader, now: float) -> None:
         self.peer_conn = h.common.src_conn
-        self.sender.dst_conn = self.peer_conn
+        self.commons.peer(self.peer_conn)
         self.sender.peer_rwnd = h.rwnd
         # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
         self.sender.mss = max(1, min(self.cfg.mss, h.mtu))
         self.receiver = Receiver(
-            self.cfg, h.initial_psn, self.counters, self._events.append, self.conn, self.sender.mss
+            self.cfg,
+            h.initial_psn,
+            self.counters,
+            self._events.append,
+            self.conn,
+            self.commons,
+            self.sender.mss,
         )
         self.state = ConnState.ESTABLISHED
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
@@ -404,7 +413,7 @@ class Connection:
 
     def _queue_sack(self, now: float, ce: bool = False) -> None:
         if self.receiver is not None:
-            self._control_tx(self.receiver.sack(self._common(Opcode.SACK), ce))
+            self._control_tx(self.receiver.sack(ce))
 
     def _on_sack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import FLAGS_BY_VALUE, Common, DataHeader, Flags
+from mrc_transport.wire.frames import DataHeader, Flags, Opcode
 
 from . import events
+from .commons import Commons
 from .config import Config
 from .counters import ConnCounters
 from .serial import MASK32, expand
@@ -90,9 +91,11 @@ class Receiver:
         counters: ConnCounters,
         emit: Callable[[events.Event], None],
         conn: int,
+        commons: Commons,
         seg_size: int | None = None,
     ) -> None:
         self.cfg, self.counters, self._emit, self.conn = cfg, counters, emit, conn
+        self.commons = commons
         self.seg_size = max(1, cfg.mss if seg_size is None else seg_size)
         """The peer's segment size: min(our mss, its SETUP mtu), as its sender uses."""
         self.cum = initial_psn
@@ -107,7 +110,6 @@ class Receiver:
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.trigger = Trigger()
-        self._commons: dict[int, tuple[Common, Common]] = {}
 
     @property
     def rwnd(self) -> int:
@@ -211,21 +213,12 @@ class Receiver:
         t = self.trigger  # updated in place: one per packet
         t.ev, t.ts, t.has_ts = ev, h.ts, bool(bits & _TS)
 
-    def _sack_common(self, common: Common, bits: int) -> Common:
-        """``common`` with flags ``bits``: a handful of kinds per connection, each built once
-        (a frozen dataclass's ``__init__`` costs ~2 us)."""
-        hit = self._commons.get(bits)  # by identity: hashing a frozen dataclass costs as much
-        if hit is None or hit[0] is not common:
-            made = Common(common.opcode, FLAGS_BY_VALUE[bits], common.dst_conn, common.src_conn)
-            hit = self._commons[bits] = (common, made)
-        return hit[1]
-
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
         self.held -= n
         return self.rwnd - self.advertised >= max(self.cfg.rcvbuf // 4, self.cfg.mss)
 
-    def sack(self, common: Common, ce: bool = False) -> frames.SackHeader:
+    def sack(self, ce: bool = False) -> frames.SackHeader:
         """A SACK of the current state reflecting the last trigger."""
         base = max(self.cum, self.highest - (SACK_BITMAP_BITS - 1))
         bitmap = 0
@@ -239,13 +232,13 @@ class Receiver:
                 if base + i in ooo:
                     bitmap |= 1 << i
         t = self.trigger
-        bits = int(common.flags) | (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)
+        bits = (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.advertised = self.rwnd
         self.counters.sacks_sent += 1
         return _new_sack_header(
-            self._sack_common(common, bits),
+            self.commons.get(Opcode.SACK, bits),
             self.cum & MASK32,
             base & MASK32,
             bitmap,

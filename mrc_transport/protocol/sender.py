@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import (
-    FLAGS_BY_VALUE,
-    Common,
     DataHeader,
     Flags,
     NackReason,
@@ -48,6 +46,7 @@ from mrc_transport.wire.frames import (
 
 from . import events
 from .cc.planes import PlaneWindows
+from .commons import Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
@@ -58,6 +57,7 @@ from .transmit import Transmit, new_transmit
 View = memoryview
 """mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
 _TS, _ECN_ECHO, _ACK_REQ = int(Flags.TS), int(Flags.ECN_ECHO), int(Flags.ACK_REQ)
+_RTX = int(Flags.RTX)
 # one data header per packet: built without the frozen __init__
 _new_data_header = builder(DataHeader)
 
@@ -143,13 +143,14 @@ class Sender:
         counters: ConnCounters,
         emit: Callable[[events.Event], None],
         conn: int,
+        commons: Commons,
     ) -> None:
         self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
+        self.commons = commons
         if cc.per_plane:
             evs.plane_marked = cc.alpha  # one dict: the scheduler reads what the SACKs set
         self.counters, self._emit, self.conn = counters, emit, conn
         self.mss = cfg.mss
-        self.dst_conn = 0
         self.pending: deque[OutMessage] = deque()
         self.next_msn = 0
         self.snd_una = self.snd_nxt = initial_psn
@@ -159,7 +160,6 @@ class Sender:
         self.inflight: dict[int, SentPacket] = {}
         self._order: deque[tuple[int, SentPacket]] = deque()
         self._seq = 0
-        self._commons: dict[tuple[Opcode, Flags, int], Common] = {}
         self._rtx: list[int] = []
         self.highest_sacked = initial_psn - 1
         self._rack_seq = -1
@@ -297,7 +297,7 @@ class Sender:
         self._una_lens.append(n)
         self.fc_bytes += n
         self.snd_nxt += 1
-        self._transmit(pkt, now, out, Flags.TS)
+        self._transmit(pkt, now, out, _TS)
         return True
 
     def _send_rtx(
@@ -312,9 +312,9 @@ class Sender:
         pkt.rtx += 1
         self.counters.retransmits += 1
         self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
-        self._transmit(pkt, now, out, Flags.TS | Flags.RTX)
+        self._transmit(pkt, now, out, _TS | _RTX)
 
-    def _transmit(self, pkt: SentPacket, now: float, out: list[Transmit], flags: Flags) -> None:
+    def _transmit(self, pkt: SentPacket, now: float, out: list[Transmit], flags: int) -> None:
         self._seq += 1
         pkt.seq, pkt.sent_time = self._seq, now
         self._order.append((self._seq, pkt))
@@ -328,7 +328,7 @@ class Sender:
         self.counters.bytes_sent += pkt.length
         msg = pkt.msg
         header = _new_data_header(
-            self._common(pkt.opcode, flags),
+            self.commons.get(pkt.opcode, flags),
             pkt.psn & MASK32,
             msg.msn & MASK32,
             pkt.offset,
@@ -338,18 +338,11 @@ class Sender:
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
         out.append(new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
 
-    def _common(self, opcode: Opcode, flags: Flags) -> Common:
-        key = (opcode, flags, self.dst_conn)
-        common = self._commons.get(key)
-        if common is None:  # a handful of kinds per connection: build each once
-            common = self._commons[key] = Common(opcode, flags, self.dst_conn, self.conn)
-        return common
-
     def _asking_ack(self, tx: Transmit) -> Transmit:
         """Data packet ``tx`` with ACK_REQ set."""
         h = tx.header
         assert isinstance(h, DataHeader)
-        common = self._common(h.common.opcode, FLAGS_BY_VALUE[int(h.common.flags) | _ACK_REQ])
+        common = self.commons.get(h.common.opcode, int(h.common.flags) | _ACK_REQ)
         header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
         return new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 

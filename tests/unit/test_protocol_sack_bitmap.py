@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrc_transport.protocol import Config
+from mrc_transport.protocol.commons import Commons
 from mrc_transport.protocol.counters import ConnCounters
 from mrc_transport.protocol.receiver import Receiver
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode
@@ -21,11 +22,11 @@ ISN = 1000
 def test_bitmap_marks_exactly_the_psns_received_above_the_cumulative_one(
     offsets: set[int],
 ) -> None:
-    rx = Receiver(CFG, ISN, ConnCounters(), lambda e: None, 7)
+    rx = Receiver(CFG, ISN, ConnCounters(), lambda e: None, 7, Commons(1, 2))
     for off in sorted(offsets, reverse=True):  # out of order: holes stay open longest
         h = DataHeader(COMMON, ISN + off, 0, off * MSS, 400 * MSS, 5)
         rx.on_data(h, bytes(MSS), 0, False, 0.0)
-    sack = rx.sack(Common(Opcode.SACK, Flags.NONE, 2, 1))
+    sack = rx.sack()
     arrived = {ISN + off for off in offsets}
     cum = ISN
     while cum in arrived:
