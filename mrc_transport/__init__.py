@@ -12,10 +12,17 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-PURE_PYTHON = os.environ.get("MRC_PUREPYTHON", "") not in ("", "0")
+
+def switched_on(name: str) -> bool:
+    """Whether the environment switch ``name`` is set to something other than "" or "0"
+    (read at each call: the codec's backend test flips it)."""
+    return os.environ.get(name, "") not in ("", "0")
+
+
+PURE_PYTHON = switched_on("MRC_PUREPYTHON")
 """``MRC_PUREPYTHON=1``: the pure-Python reference everywhere (codecs, batched IO, and the
 protocol core from its .py files even where mypyc's compiled modules sit beside them)."""
-CORE_FROM_SOURCE = PURE_PYTHON or os.environ.get("MRC_CORE_SOURCE", "") not in ("", "0")
+CORE_FROM_SOURCE = PURE_PYTHON or switched_on("MRC_CORE_SOURCE")
 """``MRC_CORE_SOURCE=1``: only the protocol core from source, the C fast path as built
 (bench/core.py measures the compiled core against it)."""
 

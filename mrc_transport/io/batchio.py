@@ -35,7 +35,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mrc_transport import wire
+from mrc_transport import switched_on, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
 from mrc_transport.wire.frames import DataHeader, Header, PathHeader, SackHeader
 
@@ -60,7 +60,7 @@ destination) of one datagram, as ``RX_META`` unpacks it."""
 
 def _load() -> tuple[Any, Any]:
     """The extension's (ffi, lib), or (None, None) when switched off or not built."""
-    if os.environ.get("MRC_PUREPYTHON", "") not in ("", "0"):  # as mrc_transport.wire
+    if switched_on("MRC_PUREPYTHON"):  # as mrc_transport.wire
         return None, None
     try:
         from mrc_transport._fastpath import ffi, lib

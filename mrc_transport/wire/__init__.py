@@ -8,10 +8,10 @@ the reference silently otherwise. ``BACKEND`` says which one is live: "c" or "py
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from mrc_transport import switched_on
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
@@ -48,7 +48,7 @@ from mrc_transport.wire.frames import (
 
 
 def _select_backend() -> tuple[str, ModuleType]:
-    if os.environ.get("MRC_PUREPYTHON", "") not in ("", "0"):
+    if switched_on("MRC_PUREPYTHON"):
         return "python", codec
     try:
         fast = importlib.import_module("mrc_transport.wire.fast")
