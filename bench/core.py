@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         for (name, r), (_, i) in zip(rows, interpreted(argv), strict=True):
             print(
                 f"{name:<22}{i.sender_pps:>12,.0f}{i.receiver_pps:>14,.0f}"
-                f"{r.sender_pps / i.sender_pps:>13.2f}{r.receiver_pps / i.receiver_pps:>10.2f}"
+                f"{r.sender_pps / i.sender_pps:>13.2f}{r.receiver_pps / i.receiver_pps:>12.2f}"
             )
     return 0
 
