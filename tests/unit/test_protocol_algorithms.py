@@ -108,6 +108,16 @@ def test_nscc_decreases_at_most_once_per_rtt() -> None:
     assert cc.window < w
 
 
+def test_nscc_ecn_at_zero_rtt_and_zero_target() -> None:
+    """A peer can reflect a timestamp equal to now (an RTT of 0); with no host delay the
+    target is then 0 as well: an ECN echo must not divide by the zero delay."""
+    cc = Nscc(Config(nic_rate_bps=10e9, mss=1000))
+    cc.on_rtt_sample(0.0)
+    w = cc.window
+    cc.on_ack(1000, 0.0, True, 1.0)
+    assert cc.window == w
+
+
 def test_nscc_quick_adapt_on_loss_and_bounds() -> None:
     cc = nscc()
     for i in range(20):

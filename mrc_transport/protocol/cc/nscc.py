@@ -125,6 +125,8 @@ class Nscc(CongestionControl):
         if now - self._last_md < self._rtt():
             return
         d = max(self.avg_delay, delay)
+        if d <= 0:  # no queueing at a zero target (base RTT and host delay both 0)
+            return
         factor = 1 - self.cfg.nscc_gamma * (d - self.target) / d
         self.window = int(self.window * max(factor, self.cfg.nscc_md_floor))
         self._last_md = now
