@@ -241,6 +241,7 @@ class MrcEndpoint:
         self.send_errors: collections.Counter[str] = collections.Counter()
         """Packets the kernel refused, by errno name (e.g. ENETUNREACH on a dead port)."""
         self.received = 0
+        self.receive_bursts = 0
         self.sent = 0
         self.backlog_drops = 0
         self.link_events = 0
@@ -370,6 +371,7 @@ class MrcEndpoint:
             return 0
         now = self.clock()
         self.received += len(metas)
+        self.receive_bursts += 1
         port, core, bad = self.port, self.core, self.bad
         decode = wire.decode_datagram_untrusted
         view, slot = burst.view, burst.slot_size
@@ -627,6 +629,7 @@ class MrcEndpoint:
         c = self.core.counters
         return {
             "datagrams_received": self.received,
+            "receive_bursts": self.receive_bursts,
             "packets_sent": self.sent,
             "bad_packets": dict(self.bad),
             "send_errors": dict(self.send_errors),

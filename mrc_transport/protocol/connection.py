@@ -125,6 +125,8 @@ class Connection:
         self.peer_conn = 0
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
+        self._sack_slot = -1
+        """Index in ``_control`` of a queued SACK a newer one may replace, or -1."""
         self._retry_at = math.inf
         self._retry_count = 0
         self._retry_ts = 0
@@ -198,6 +200,7 @@ class Connection:
         """Only the control packets queued so far (SACKs, probe replies, handshakes): what
         a receiver owes its peer now, without timers or new data."""
         out, self._control = self._control, []
+        self._sack_slot = -1
         self.counters.packets_sent += len(out)
         return out
 
@@ -412,8 +415,20 @@ class Connection:
             )
 
     def _queue_sack(self, now: float, ce: bool = False) -> None:
-        if self.receiver is not None:
-            self._control_tx(self.receiver.sack(ce))
+        """Queue a SACK of the current state. An endpoint sends what the core queued
+        after a whole receive burst (or 32 packets of it), so the SACKs of one burst leave
+        together and the newest says everything an older one does: cumulative PSN, bitmap
+        and window. It takes the older one's place, unless that one echoes ECN, which
+        names a marked EV no other SACK reflects (ours: in the unshaped lab a burst of ~22
+        data packets queued ~6 SACKs, each costing tens of microseconds on both ends)."""
+        if self.receiver is None:
+            return
+        if self._sack_slot >= 0:
+            del self._control[self._sack_slot]
+            self.counters.sacks_sent -= 1  # it never leaves
+            self.counters.sacks_superseded += 1
+        self._control_tx(self.receiver.sack(ce))
+        self._sack_slot = -1 if ce else len(self._control) - 1
 
     def _on_sack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header

@@ -38,6 +38,8 @@ class ConnCounters:
     """Messages delivered."""
     sacks_sent: int = 0
     """SACKs sent."""
+    sacks_superseded: int = 0
+    """Queued SACKs a newer SACK of the same receive burst replaced (connection.py)."""
     sacks_received: int = 0
     """SACKs accepted."""
     ecn_echoes: int = 0

@@ -265,3 +265,35 @@ def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
         client.sender.snd_una,
         client.counters,
     )
+
+
+@pytest.mark.parametrize("ce_at", [None, 3])
+def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None) -> None:
+    """A receive burst of 8 packets (out of order: 1 2 .. 7 0), a SACK due after each,
+    read before anything is sent: only the newest SACK leaves, plus the one echoing ECN,
+    which names an EV no other SACK does."""
+    fabric, a, b = pair(cfg=dataclasses.replace(CFG, sack_every_bytes=CFG.mss))
+    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    [server] = b.endpoint.connections.values()
+    now = fabric.now
+    client.send_message(payload(8 * CFG.mss), now)
+    data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
+    assert len(data) == 8
+    for i in (1, 2, 3, 4, 5, 6, 7, 0):
+        ecn = frames.Ecn.CE if i == ce_at else frames.Ecn.ECT0
+        path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[i].ev, ecn=ecn)
+        server.receive(frames.Packet(path, data[i].header, bytes(data[i].payload)), now)
+    sacks = [t.header for t in server.control_to_send() if isinstance(t.header, frames.SackHeader)]
+    assert server.counters.sacks_sent == len(sacks) == (1 if ce_at is None else 2)
+    assert server.counters.sacks_superseded == 8 - len(sacks)
+    assert sacks[-1].cum_psn == data[-1].header.psn + 1  # the newest: all eight
+    assert sacks[-1].ev == data[0].ev  # the last packet read
+    if ce_at is not None:
+        echo = sacks[0]
+        assert echo.common.flags & frames.Flags.ECN_ECHO
+        assert echo.ev == data[ce_at].ev
+    for sack in sacks:
+        client.receive(frames.Packet(path, sack, b""), now)
+    assert client.sender.snd_una == data[-1].header.psn + 1
+    assert client.counters.ecn_echoes == (ce_at is not None)
