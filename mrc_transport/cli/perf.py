@@ -404,7 +404,7 @@ async def _client_main(
         return 1
     if not end["verified"]:
         print(
-            "mrc perf: error: transfer NOT verified (byte count or sha256 differ)", file=sys.stderr
+            "mrc perf: error: transfer NOT verified (byte count or digest differ)", file=sys.stderr
         )
         return 1
     return 0
@@ -676,7 +676,7 @@ def _print_end(out: Output, streams: list[Any], end: dict[str, Any], reverse: bo
     if bad:
         out.text(f"dropped malformed packets: {bad}")
     if end["verified"]:
-        out.text(f"verified: {sr['bytes']} bytes, sha256 equal on both ends")
+        out.text(f"verified: {sr['bytes']} bytes, xxh3-128 digests equal on both ends")
     else:
         errors = [s["error"] for s in end["streams"] if s["error"]]
         out.text("NOT VERIFIED" + (f": {'; '.join(errors)}" if errors else ""))
