@@ -275,7 +275,10 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
         digest.add(body)
         handle.send(KIND_DATA + body)
         stats.data_bytes += n
-        await handle.wait_unacked_below(UNACKED_LIMIT)
+        if handle.unacked_bytes > UNACKED_LIMIT:
+            # refill in batches: one wake-up per half the limit acknowledged, not one per
+            # message (as a socket's low-water mark does)
+            await handle.wait_unacked_below(UNACKED_LIMIT // 2)
     await handle.wait_unacked_below(0)
     stats.t1 = clock()
     stats.data_acked = stats.data_bytes

@@ -23,7 +23,7 @@ from mrc_transport.io import batchio
 from mrc_transport.io import endpoint as ep_mod
 from mrc_transport.io.endpoint import IO_HOST_DELAY, IO_MAX_BURST, MrcEndpoint, io_config
 from mrc_transport.io.sockets import Datagram
-from mrc_transport.protocol import Config, Connection, ConnState, Transmit
+from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 
@@ -589,3 +589,42 @@ def test_the_header_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(ep._headers) <= 8
     again = Transmit(path, 49, header, b"", frames.DSCP_CONTROL)
     assert ep._header(again) is ep._header(again)  # a hit returns the cached object
+
+
+@pytest.mark.parametrize("end", ["acked", "closed"])
+async def test_acks_wake_a_waiting_sender_only_once_its_limit_is_reached(end: str) -> None:
+    """wait_unacked_below sleeps through acknowledgements that leave it above its limit
+    (a task switch per message would cost more than the message), and wakes for the one
+    that reaches it, or for the connection's end."""
+    msg = 128 << 10
+    handle = ep_mod.ConnHandle(None, None)  # type: ignore[arg-type]
+    handle.queued_bytes = 10 * msg
+    woken: list[int] = []
+    park = handle._park
+
+    async def counted_park() -> None:
+        await park()
+        woken.append(handle.unacked_bytes)
+
+    handle._park = counted_park  # type: ignore[method-assign]
+    result: list[str] = []
+
+    async def sender() -> None:
+        try:
+            await handle.wait_unacked_below(4 * msg)
+            result.append("below")
+        except ep_mod.ConnectionLost as exc:
+            result.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender)
+        for msn in range(6 if end == "acked" else 3):
+            await trio.testing.wait_all_tasks_blocked()
+            handle.acked_bytes += msg
+            handle._wake(events.MessageAcked(0.0, 1, msn, msg))
+        if end == "closed":
+            await trio.testing.wait_all_tasks_blocked()
+            handle.closed_reason = "rto failed"
+            handle._wake(events.ConnectionClosed(0.0, 1, "rto failed"))
+    assert woken == ([4 * msg] if end == "acked" else [7 * msg])
+    assert result == (["below"] if end == "acked" else ["rto failed"])

@@ -92,6 +92,7 @@ class FakeHandle:
         self.sent: list[bytes] = []
         self.inbox = list(inbox or [])
         self.acked_bytes = 0
+        self.unacked_bytes = 0  # everything is acknowledged at once
 
     def send(self, data: bytes) -> int:
         self.sent.append(bytes(data))
