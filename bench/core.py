@@ -16,7 +16,7 @@ the ratio of the two is printed: what the compilation buys, measured side by sid
 
     python bench/core.py                 # about 40 s
     python bench/core.py --quick
-    python bench/core.py --config perf   # as mrc perf runs the core: NSCC, 9 KB, bursts of 16
+    python bench/core.py --config perf   # as mrc perf runs the core: NSCC, 9 KB, bursts of 32
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class Setup:
 
 def setup(name: str, mss: int) -> Setup:
     """ "bench": a fixed 512 KB window, bursts as large as the window allows (the core's own
-    ceiling); "perf": as ``mrc perf`` runs it on the unshaped lab (io_config: bursts of 16,
+    ceiling); "perf": as ``mrc perf`` runs it on the unshaped lab (io_config: bursts of 32,
     a SACK per 4 packets; NSCC per plane, 2 planes x 2 paths, a 9 KB MSS unless --mss)."""
     if name == "bench":
         cfg = Config(mss=mss, cc="fixed", fixed_window=512 * 1024, rcvbuf=1 << 30)

@@ -148,13 +148,13 @@ def iperf3(
 
 
 FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endpoint's
-FLOOR_BURST = 16  # packets per send_raw6 call, as the endpoint's bursts (IO_MAX_BURST)
 
 
 def _blast(lab: str, src: str, dst: str, seconds: float) -> None:
     """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
     ``send_raw6`` as fast as one core can; print the sender's CPU seconds."""
     from mrc_transport.io import batchio
+    from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
     from mrc_transport.io.paths import LabPaths
     from mrc_transport.io.sockets import open_tx

@@ -186,7 +186,7 @@ def in_order_per_port(sent: Sequence[bytes]) -> bool:
 # -- pure helpers ---------------------------------------------------------------------------
 def test_io_config_caps_the_burst_and_sets_a_host_delay_and_sack_spacing() -> None:
     cfg = io_config(Config(mss=8916))
-    assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (16, 1e-3)
+    assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (32, 1e-3)
     assert cfg.sack_every_bytes == 4 * 8916  # four jumbo packets, not htsim's two
     assert io_config(Config(mss=1000)).sack_every_bytes == Config().sack_every_bytes
     mine = Config(max_burst=4, host_delay=2e-3, mss=1000)
@@ -200,11 +200,11 @@ def test_backoff_is_a_few_packet_times_within_bounds() -> None:
 
 
 # -- one pump at a time ---------------------------------------------------------------------
-def test_a_pump_sends_at_most_16_data_packets_stamped_with_its_clock(
+def test_a_pump_sends_at_most_a_burst_of_data_packets_stamped_with_its_clock(
     fake: FakeWire, udp: socket.socket
 ) -> None:
     ep, conn, clock = endpoint(udp)
-    ep.handles[conn.conn].send(bytes(50 * MSS))
+    ep.handles[conn.conn].send(bytes((3 * IO_MAX_BURST + 2) * MSS))
     bursts = []
     more = True
     while more:
@@ -215,7 +215,7 @@ def test_a_pump_sends_at_most_16_data_packets_stamped_with_its_clock(
         data = [h for h in burst if isinstance(h, frames.DataHeader)]
         assert {h.ts for h in data} <= {int(clock.now * 1e9)}  # a fresh clock per burst
         bursts.append(len(data))
-    assert bursts == [16, 16, 16, 2]
+    assert bursts == [IO_MAX_BURST, IO_MAX_BURST, IO_MAX_BURST, 2]
     assert ok_in_order(data_psns(fake.sent), conn)
 
 
@@ -236,7 +236,7 @@ def test_bursts_are_paced_at_the_nic_rate(fake: FakeWire, udp: socket.socket, ra
         if len(fake.sent) == n:  # paced: the loop would wait until the pacer's deadline
             assert ep._wait_deadline() <= max(ep._pace_at, clock.now + 50e-6)
         clock.now += step
-    burst = 16 * (MSS + 100)
+    burst = IO_MAX_BURST * (MSS + 100)
     slack = max(4 * 2 * MSS * 8 / rate, 1e-3)
     for t, _ in log:
         assert sent_bytes_by(log, t) <= rate / 8 * (t - t0 + slack) + burst
@@ -250,13 +250,13 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
     clock.now += 1e-6
-    ep.handles[conn.conn].send(bytes(40 * MSS))
+    ep.handles[conn.conn].send(bytes((IO_MAX_BURST + 24) * MSS))
     fake.room = 5
     ep.pump(clock.now)
     assert len(fake.sent) == 5
     # each of the two ports refused one packet; the rest of the burst waits behind it
     assert ep.send_errors == {"ENOBUFS": 2}
-    assert ep._queued == 16 - 5
+    assert ep._queued == IO_MAX_BURST - 5
     assert ep.core.ports_busy == {0, 1}
     snd_nxt = conn.sender.snd_nxt
     for _ in range(3):  # no new burst while the kernel pushes back
@@ -267,7 +267,7 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     fake.room = 3
     ep._flush_backlog()  # the retry after the backoff: three more, then full again
     assert len(fake.sent) == 8
-    assert ep._queued == 8
+    assert ep._queued == IO_MAX_BURST - 8
     fake.room = math.inf
     ep._kicked = False
     ep._flush_backlog()
@@ -277,7 +277,7 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     while ep.pump(clock.now) or conn.sender.pending:
         clock.now += 1e-3
     psns = data_psns(fake.sent)
-    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 40))
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + IO_MAX_BURST + 24))
     assert in_order_per_port(fake.sent)
     assert refused == []
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
@@ -314,7 +314,7 @@ def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: sock
     fake.sent.clear()
     busy = conn.evs.paths[0]
     fake.full.add(busy.src.packed)
-    ep.handles[conn.conn].send(bytes(80 * MSS))
+    ep.handles[conn.conn].send(bytes(5 * IO_MAX_BURST * MSS))
     for _ in range(3):
         clock.now += 1e-3
         assert ep.pump(clock.now) is True  # a free port: the core may send more now
@@ -322,8 +322,8 @@ def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: sock
     assert ep.send_errors == {"ENOBUFS": 1}
     assert busy.src.packed not in {p[8:24] for p in fake.sent}
     held = [wire.decode_untrusted(q[0]).header for q in ep._backlog[busy.plane]]
-    assert 0 < len(held) < 16  # only the first burst sprayed onto the busy port
-    assert len(data_psns(fake.sent)) == 3 * 16 - len(held)
+    assert 0 < len(held) < IO_MAX_BURST  # only the first burst sprayed onto the busy port
+    assert len(data_psns(fake.sent)) == 3 * IO_MAX_BURST - len(held)
     fake.full.clear()
     ep._flush_backlog()
     assert not ep._backlog
@@ -331,7 +331,7 @@ def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: sock
     while ep.pump(clock.now) or conn.sender.pending:
         clock.now += 1e-3
     psns = data_psns(fake.sent)
-    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 80))
+    assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 5 * IO_MAX_BURST))
     assert in_order_per_port(fake.sent)
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
 
@@ -467,7 +467,7 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     assert in_order_per_port(fake.sent)
     assert ep.send_errors["ENOBUFS"] > 0
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
-    assert max(bursts) <= IO_MAX_BURST + 2  # bursts of 16 data packets (+ control)
+    assert max(bursts) <= IO_MAX_BURST + 2  # bursts of data packets (+ control)
     # 4 packets per ms after the first 40: the port's drain rate, not the NIC's
     assert elapsed == pytest.approx((n - 40) / 4 * 1e-3, rel=0.1)
     rx.close()
