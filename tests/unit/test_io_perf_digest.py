@@ -4,8 +4,6 @@ duplicated or reordered byte or message the receiver gets changes the receiver's
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,9 +16,10 @@ def sender_digest(pool: perf.MessagePool, sizes: list[int]) -> tuple[str, list[b
     digest = perf.StreamDigest()
     bodies = []
     for n in sizes:
-        body = pool.take(n)
-        digest.add(body)
-        bodies.append(bytes(body))
+        message = pool.take(n)
+        assert message[:1] == perf.KIND_DATA
+        digest.add(message[1:])
+        bodies.append(bytes(message[1:]))
     return digest.hexdigest(), bodies
 
 
@@ -32,21 +31,26 @@ def receiver_digest(bodies: list[bytes]) -> str:
     return digest.hexdigest()
 
 
-@pytest.fixture
-def module_pool(monkeypatch: pytest.MonkeyPatch) -> bytes:
-    """A small module pool, so bodies wrap."""
-    pool = os.urandom(1000)
-    monkeypatch.setattr(perf, "_POOL", pool)
-    return pool
-
-
-def test_bodies_wrap_around_the_pool(module_pool: bytes) -> None:
-    sizes = [100] * 25 + [37]  # wraps the 1000-byte pool twice, a short last message
-    first, bodies = sender_digest(perf.MessagePool(module_pool), sizes)
-    assert bodies[10] == bodies[0] == module_pool[:100]
-    assert bodies[-1] == module_pool[500:537]
-    again, bodies_again = sender_digest(perf.MessagePool(module_pool), sizes)
+def test_messages_are_views_of_a_shared_pool_that_wrap() -> None:
+    pool = perf.MessagePool(100, size=1000)  # 9 slots of 101 bytes
+    sizes = [100] * 25 + [37]  # wraps the pool twice, a short last message
+    first, bodies = sender_digest(pool, sizes)
+    assert len(set(bodies[:9])) == 9
+    assert bodies[9] == bodies[0]
+    assert bodies[-1] == bodies[25 % 9][:37]
+    assert pool.take(100).obj is pool.view.obj  # no copy
+    again, bodies_again = sender_digest(perf.MessagePool(100, size=1000), sizes)
+    assert perf.MessagePool(100, size=1000).view.obj is pool.view.obj  # shared
     assert first == again == receiver_digest(bodies) == receiver_digest(bodies_again)
+
+
+def test_a_message_longer_than_the_pool_size_is_whole() -> None:
+    """-l above the pool size: the pool holds one message (it once held 8 MB of a longer
+    body, and the receiver rightly failed the transfer)."""
+    pool = perf.MessagePool(3000, size=1000)
+    message = pool.take(3000)
+    assert len(message) == 3001
+    assert pool.take(3000) == message
 
 
 @settings(max_examples=200, deadline=None)
@@ -56,8 +60,7 @@ def test_bodies_wrap_around_the_pool(module_pool: bytes) -> None:
     st.integers(0, 1 << 30),
 )
 def test_every_delivery_fault_is_detected(sizes: list[int], fault: str, where: int) -> None:
-    pool = bytes(range(256)) * 4  # distinct neighbours, so a swap changes the bytes
-    sent, bodies = sender_digest(perf.MessagePool(pool), sizes)
+    sent, bodies = sender_digest(perf.MessagePool(64, size=1 << 14), sizes)
     got = list(bodies)
     i = where % len(got)
     if fault == "flip":
@@ -119,7 +122,7 @@ async def _deliver(messages: list[bytes]) -> perf.StreamStats:
 
 @pytest.mark.parametrize("fault", ["none", "flip", "drop", "duplicate", "swap"])
 async def test_send_and_receive_data_agree_only_on_a_faithful_delivery(
-    module_pool: bytes, monkeypatch: pytest.MonkeyPatch, fault: str
+    monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     """Both ends of a session: send_data's E against what receive_data computes."""
     monkeypatch.setattr(perf, "conn_report", lambda handle: {})
