@@ -438,6 +438,7 @@ class CBurstEncoder(PyBurstEncoder):
         from mrc_transport.wire import fast
 
         self._template = fast._template  # the C codec's per-path template cache
+        self._templates = fast._templates  # its entries, looked up inline per packet
 
     def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
         kind = type(header)
@@ -447,7 +448,8 @@ class CBurstEncoder(PyBurstEncoder):
             raise ValueError("SackHeader carries no payload")
         off = self._room()
         out, cap = self._c_buf + off, min(self.max_len, self.cap - off)
-        template = self._template(path)
+        hit = self._templates.get(id(path))  # as fast.encode: a call costs as much
+        template = hit[1] if hit is not None and hit[0] is path else self._template(path)
         c = header.common
         try:
             if kind is DataHeader:

@@ -608,9 +608,12 @@ class Sender:
     def oldest_sent(self) -> float:
         """Send time of the oldest packet still in flight (inf: none)."""
         order = self._order
-        while order and not self._current(*order[0]):
+        while order:
+            seq, pkt = order[0]  # not _current(*order[0]): mypyc calls that generically
+            if self._current(seq, pkt):
+                return pkt.sent_time
             order.popleft()
-        return order[0][1].sent_time if order else math.inf
+        return math.inf
 
     def _rto_start(self) -> float:
         """The RTO runs from the oldest packet's send or the last RTO, whichever is later
