@@ -384,6 +384,36 @@ int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *cons
     return (int)pos;
 }
 
+int mrc_encode_data_burst(char *out, size_t cap, size_t max_len,
+                          const struct mrc_template *const *templates, const uint8_t *recs,
+                          const char *const *payloads, const uint32_t *lens, uint32_t n,
+                          uint32_t *offsets)
+{
+    size_t pos = 0;
+    uint32_t i = 0;
+    for (; i < n; i++) {
+        const uint8_t *r = recs + (size_t)i * MRC_DATA_REC;
+        struct mrc_header h = {.opcode = r[0], .flags = r[1]};
+        memcpy(&h.dst_conn, r + 2, 4);
+        memcpy(&h.src_conn, r + 6, 4);
+        memcpy(&h.psn, r + 10, 4);
+        memcpy(&h.msn, r + 14, 4);
+        memcpy(&h.msg_offset, r + 18, 4);
+        memcpy(&h.msg_len, r + 22, 4);
+        memcpy(&h.ts, r + 26, 8);
+        if (!is_data(h.opcode))
+            break;
+        size_t room = cap - pos < max_len ? cap - pos : max_len;
+        int rc = mrc_encode_tmpl(out + pos, room, templates[i], &h, payloads[i], lens[i]);
+        if (rc < 0)
+            break;
+        offsets[i] = (uint32_t)pos;
+        pos += (size_t)rc;
+    }
+    offsets[i] = (uint32_t)pos;
+    return (int)i;
+}
+
 /* ---------------------------------------------------------------- untrusted decode */
 
 /* A read cursor over buf[0:end]; NEED() returns err unless n more bytes are there. */

@@ -534,13 +534,12 @@ class MrcEndpoint:
         enc = self._tx_burst
         if enc is None:
             enc = self._tx_burst = batchio.BurstEncoder(TX_BURST)
-        header, add = self._header, enc.add
+        header = self._header
         nbytes = 0
         for start in range(0, len(out), TX_BURST):
             chunk = out[start : start + TX_BURST]
             enc.clear()
-            for tx in chunk:
-                add(header(tx), tx.header, tx.payload)
+            enc.add_many([(header(tx), tx.header, tx.payload) for tx in chunk])
             nbytes += enc.nbytes
             self.sent += len(chunk)
             self._send_encoded(enc, chunk)

@@ -3,6 +3,7 @@ their pure-Python twins, over loopback (::1) only."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import socket
@@ -237,3 +238,53 @@ def test_burst_encoder_sends_to_the_first_hop(
     got = _receive(rx, batchio.PyBurstReceiver(64, SLOT), 50)
     headers = len(wire.encode(path, DataHeader(common, 0, 0, 0, 0, 0))) - 48
     assert [data[headers:] for _, data in got] == payloads[30:] + payloads
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_add_many_is_add_in_order(make: type[batchio.PyBurstEncoder]) -> None:
+    """Runs of data packets (the C encoder's one call per run) between control packets,
+    over a buffer reused after clear()."""
+    burst = _burst()
+    burst = burst[:5] + burst[12:13] + burst[5:12] + burst[13:]  # a SACK mid-run
+    one, many = make(len(burst), 2048), make(len(burst), 2048)
+    for _ in range(2):
+        one.clear()
+        many.clear()
+        for path, header, payload in burst:
+            one.add(path, header, payload)
+        many.add_many(burst)
+        assert many.offsets == one.offsets
+        assert bytes(many.view[: many.nbytes]) == bytes(one.view[: one.nbytes])
+        want = [wire.encode(path, header, payload) for path, header, payload in burst]
+        assert [many.packet(i) for i in range(len(many))] == want
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ("opcode", "does not go with"),
+        ("psn", "out of range"),
+        ("payload", "exceeds"),
+        ("count", "at most 4 packets"),
+    ],
+)
+def test_add_many_raises_as_add_does_with_the_ones_before_added(
+    make: type[batchio.PyBurstEncoder], bad: str, match: str
+) -> None:
+    path, data, payload = _burst()[1]
+    items = [(path, data, payload)] * 2
+    if bad == "opcode":
+        items.append((path, DataHeader(Common(Opcode.SACK, Flags.NONE, 1, 2), 1, 2, 3, 4, 5), b""))
+    elif bad == "psn":
+        items.append((path, dataclasses.replace(data, psn=1 << 32), b""))
+    elif bad == "payload":
+        items.append((path, data, bytes(1100)))
+    else:
+        items *= 3  # six for a burst of four
+    items.append((path, data, payload))
+    enc = make(4, 1024)
+    with pytest.raises(ValueError, match=match):
+        enc.add_many(items)
+    assert len(enc) == (4 if bad == "count" else 2)
+    assert [enc.packet(i) for i in range(len(enc))] == [wire.encode(*items[0])] * len(enc)
