@@ -27,6 +27,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Final
 
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
@@ -86,7 +87,7 @@ CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
     (_CS, ConnInput.PEER_CLOSE): _X,
     (_CS, ConnInput.GIVE_UP): _X,
 }
-SENDING = frozenset({ConnState.ESTABLISHED, ConnState.CLOSING})
+SENDING: Final = frozenset({ConnState.ESTABLISHED, ConnState.CLOSING})
 
 
 class Connection:

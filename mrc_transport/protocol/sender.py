@@ -34,6 +34,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
@@ -56,10 +57,20 @@ from .transmit import Transmit, new_transmit
 
 View = memoryview
 """mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
-_TS, _ECN_ECHO, _ACK_REQ = int(Flags.TS), int(Flags.ECN_ECHO), int(Flags.ACK_REQ)
-_RTX = int(Flags.RTX)
-# one data header per packet: built without the frozen __init__
-_new_data_header = builder(DataHeader)
+# Final: mypyc keeps these in C globals rather than looking each up in the module's dict
+# on every packet; the flags as ints (an IntFlag "|" goes through the enum machinery)
+_TS: Final = int(Flags.TS)
+_ECN_ECHO: Final = int(Flags.ECN_ECHO)
+_ACK_REQ: Final = int(Flags.ACK_REQ)
+_RTX: Final = int(Flags.RTX)
+_DSCP_DATA: Final = frames.DSCP_DATA
+_WRITE_ONLY: Final = Opcode.WRITE_ONLY
+_WRITE_FIRST: Final = Opcode.WRITE_FIRST
+_WRITE_MIDDLE: Final = Opcode.WRITE_MIDDLE
+_WRITE_LAST: Final = Opcode.WRITE_LAST
+_new_data_header: Final = builder(DataHeader)
+"""One data header per packet, built without the frozen ``__init__``."""
+_new_transmit: Final = new_transmit
 
 
 @dataclass(slots=True, eq=False)
@@ -347,7 +358,7 @@ class Sender:
             int(now * 1e9),
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
-        out.append(new_transmit(pkt.ev.path, pkt.ev.value, header, payload, frames.DSCP_DATA))
+        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, _DSCP_DATA))
 
     def _asking_ack(self, tx: Transmit) -> Transmit:
         """Data packet ``tx`` with ACK_REQ set."""
@@ -355,7 +366,7 @@ class Sender:
         assert isinstance(h, DataHeader)
         common = self.commons.get(h.common.opcode, int(h.common.flags) | _ACK_REQ)
         header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
-        return new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
+        return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
     # -- SACK ---------------------------------------------------------------------------
     def on_sack(self, h: frames.SackHeader, now: float) -> None:
@@ -644,5 +655,5 @@ class Sender:
 def _opcode(offset: int, n: int, total: int) -> Opcode:
     first, last = offset == 0, offset + n >= total
     if first:
-        return Opcode.WRITE_ONLY if last else Opcode.WRITE_FIRST
-    return Opcode.WRITE_LAST if last else Opcode.WRITE_MIDDLE
+        return _WRITE_ONLY if last else _WRITE_FIRST
+    return _WRITE_LAST if last else _WRITE_MIDDLE
