@@ -220,8 +220,10 @@ struct mrc_rx_meta {
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
 
-/* sendmmsg(2) of count complete IPv6 packets buf[offsets[i]:offsets[i+1]] through an
- * IPPROTO_RAW socket, non-blocking, each to its own header's destination address.
- * Returns the number sent (0 when the socket would block) or -errno (-EINVAL, before
- * sending anything, when a packet is shorter than an IPv6 header). */
-int mrc_send_raw6(int fd, const char *buf, const uint32_t *offsets, uint32_t count, int flags);
+/* sendmmsg(2) of count complete IPv6 packets buf[offsets[i]:offsets[i+1]] of buf[0:len]
+ * through an IPPROTO_RAW socket, non-blocking, each to its own header's destination
+ * address. Returns the number sent (0 when the socket would block) or -errno (-EINVAL,
+ * before sending anything, when the offsets decrease, end beyond len or leave a packet
+ * shorter than an IPv6 header). */
+int mrc_send_raw6(int fd, const char *buf, size_t len, const uint32_t *offsets,
+                  uint32_t count, int flags);

@@ -145,8 +145,11 @@ static int send_raw6_chunk(int fd, const char *buf, const uint32_t *offsets, uin
     return rc < 0 ? -errno : rc;
 }
 
-int mrc_send_raw6(int fd, const char *buf, const uint32_t *offsets, uint32_t count, int flags)
+int mrc_send_raw6(int fd, const char *buf, size_t len, const uint32_t *offsets,
+                  uint32_t count, int flags)
 {
+    if (count && offsets[count] > len)
+        return -EINVAL;
     for (uint32_t j = 0; j < count; j++)
         if (offsets[j + 1] < offsets[j] || offsets[j + 1] - offsets[j] < IO_IPV6_LEN)
             return -EINVAL;

@@ -157,6 +157,26 @@ def test_raw_burst_rejects_a_packet_shorter_than_an_ipv6_header(
         send(sock, bytes(60), [0, 40, 60])
 
 
+@pytest.mark.parametrize("send", RAW_SENDERS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    ("offsets", "match"),
+    [
+        ([0, 80, 40, 120], "non-decreasing"),
+        ([0, 60, 140], "inside the buffer"),
+        ([-20, 60, 120], "inside the buffer"),
+        ([], "N \\+ 1 entries"),
+    ],
+)
+def test_raw_burst_rejects_offsets_outside_the_buffer_or_out_of_order(
+    send: Callable[..., int], offsets: list[int], match: str
+) -> None:
+    with (
+        socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock,  # never reached
+        pytest.raises(ValueError, match=match),
+    ):
+        send(sock, bytes(120), offsets)
+
+
 # -- burst encoder ------------------------------------------------------------------------
 
 ENCODERS: list[type[batchio.PyBurstEncoder]] = [batchio.PyBurstEncoder]
