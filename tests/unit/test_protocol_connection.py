@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mrc_transport.protocol import Config, Connection, ConnState, events
+from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Fabric, Host, Link
@@ -224,16 +224,23 @@ def test_counters_for_a_live_view() -> None:
     assert b.endpoint.counters.connections == 1
 
 
-def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
-    """Five data packets of a fresh connection reach the server in the order 1 2 3 4 0."""
-    fabric, a, b = pair()
+def first_data(n: int, cfg: Config = CFG) -> tuple[Connection, Connection, float, list[Transmit]]:
+    """A fresh connection's client, server, the time, and the Transmits of its first n
+    data packets (not delivered)."""
+    fabric, a, b = pair(cfg=cfg)
     client = a.endpoint.connect(fabric.paths(a, b), 0.0)
     fabric.run(1e-3)
     [server] = b.endpoint.connections.values()
     now = fabric.now
-    client.send_message(payload(5 * CFG.mss), now)
+    client.send_message(payload(n * cfg.mss), now)
     data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
-    assert len(data) == 5
+    assert len(data) == n
+    return client, server, now, data
+
+
+def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
+    """Five data packets of a fresh connection reach the server in the order 1 2 3 4 0."""
+    client, server, now, data = first_data(5)
     path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[0].ev)
     sacks = []
     for i in (1, 2, 3, 4, 0):
@@ -272,14 +279,7 @@ def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None) -> None:
     """A receive burst of 8 packets (out of order: 1 2 .. 7 0), a SACK due after each,
     read before anything is sent: only the newest SACK leaves, plus the one echoing ECN,
     which names an EV no other SACK does."""
-    fabric, a, b = pair(cfg=dataclasses.replace(CFG, sack_every_bytes=CFG.mss))
-    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    [server] = b.endpoint.connections.values()
-    now = fabric.now
-    client.send_message(payload(8 * CFG.mss), now)
-    data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
-    assert len(data) == 8
+    client, server, now, data = first_data(8, dataclasses.replace(CFG, sack_every_bytes=CFG.mss))
     for i in (1, 2, 3, 4, 5, 6, 7, 0):
         ecn = frames.Ecn.CE if i == ce_at else frames.Ecn.ECT0
         path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[i].ev, ecn=ecn)
