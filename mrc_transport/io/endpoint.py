@@ -209,6 +209,12 @@ class ConnHandle:
             await self._park()
         return self.inbox.popleft()
 
+    def recycle(self, buf: bytearray) -> None:
+        """Give back a message buffer ``receive`` returned, for a later message of its size
+        (it is overwritten: do not use it afterwards). Optional; saves zero-filling a new
+        buffer per message."""
+        self.conn.recycle(buf)
+
     async def wait_unacked_below(self, limit: int) -> None:
         """Until at most ``limit`` queued bytes are unacknowledged."""
         while self.unacked_bytes > limit:

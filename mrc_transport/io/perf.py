@@ -322,6 +322,7 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
             stream.add(memoryview(msg)[1:])
             stats.data_bytes += n
             stats.records.append((t, n))
+            handle.recycle(msg)
             continue
         if kind != KIND_END:
             raise PerfError(f"expected data or E, got a {bytes(kind)!r} message")

@@ -272,6 +272,12 @@ class Connection:
             self._persist_at = math.inf
             self._send_probe(self.evs.control_ev().value, now, Flags.ACK_REQ)
 
+    def recycle(self, buf: bytearray) -> None:
+        """Give back a delivered message's buffer for reuse; the caller must not touch it
+        afterwards (``Receiver.recycle``)."""
+        if self.receiver is not None:
+            self.receiver.recycle(buf)
+
     def next_event(self) -> events.Event | None:
         """The oldest unread event; reading a MessageReceived frees receive window."""
         if not self._events:

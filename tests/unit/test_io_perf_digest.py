@@ -107,6 +107,9 @@ class FakeHandle:
     async def wait_unacked_below(self, limit: int) -> None:
         pass
 
+    def recycle(self, buf: bytearray) -> None:
+        pass
+
     async def receive(self) -> tuple[float, bytearray]:
         return 0.0, bytearray(self.inbox.pop(0))
 

@@ -297,3 +297,25 @@ def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None) -> None:
         client.receive(frames.Packet(path, sack, b""), now)
     assert client.sender.snd_una == data[-1].header.psn + 1
     assert client.counters.ecn_echoes == (ce_at is not None)
+
+
+def test_a_recycled_buffer_carries_the_next_message_of_its_size() -> None:
+    """The application gives a delivered buffer back: the next message of that size is
+    placed in it (no new zero-filled buffer) and delivered whole, old bytes overwritten;
+    a message of another size gets a new buffer."""
+    fabric, a, b = pair()
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    [server] = b.endpoint.connections.values()
+    sizes = [10 * CFG.mss + 7, 10 * CFG.mss + 7, 3 * CFG.mss]
+    bufs = []
+    for i, n in enumerate(sizes):
+        msg = payload(n, seed=i)
+        conn.send_message(msg, fabric.now)
+        fabric.run(fabric.now + 0.5, lambda i=i: len(b.messages) == i + 1)
+        [got] = [e for e in b.events if isinstance(e, events.MessageReceived) and e.msn == i]
+        assert got.data == msg
+        bufs.append(got.data)
+        server.recycle(got.data)
+    assert bufs[1] is bufs[0]
+    assert bufs[2] is not bufs[1]
