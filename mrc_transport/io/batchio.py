@@ -52,11 +52,13 @@ SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
 MAX_PACKET = 40 + 0xFFFF  # IPv6 header + the largest payload without jumbograms (RFC 2675)
 IPV6_DST = slice(24, 40)  # destination address in a fixed IPv6 header (RFC 8200 section 3)
 RX_META = struct.Struct("=IBBHI16s16s")
-DATA_REC = struct.Struct("=BBIIIIIIQ")  # one data packet's fields (csrc MRC_DATA_REC)
-Item = tuple[PathHeader, Header, bytes | memoryview]
-"""One packet for a burst encoder: its path, its header, its payload."""
 """struct mrc_rx_meta (csrc/mrc_fast.h): length, truncated, tclass, sport, flow label,
 source, destination."""
+DATA_REC = struct.Struct("=BBIIIIIIQ")
+"""One data packet's fields as ``CBurstEncoder.add_many`` packs them (csrc/mrc_fast.h
+MRC_DATA_REC): opcode, flags, dst_conn, src_conn, psn, msn, msg_offset, msg_len, ts."""
+Item = tuple[PathHeader, Header, bytes | memoryview]
+"""One packet for a burst encoder: its path, its header, its payload."""
 RxMeta = tuple[int, int, int, int, int, bytes, bytes]
 """(length, truncated, traffic class, source port, flow label, 16-byte source, 16-byte
 destination) of one datagram, as ``RX_META`` unpacks it."""
