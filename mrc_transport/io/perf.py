@@ -229,7 +229,9 @@ class StreamDigest:
 
 
 _pools: dict[tuple[int, int], bytearray] = {}
-"""Message pools by (length, size): shared by the sending connections of a process."""
+"""Message pools by (length, size): shared by the sending connections of a process; at most
+``POOL_CACHE`` kept (a long-running server sends with whatever -l each client asks for)."""
+POOL_CACHE = 4
 
 
 class MessagePool:
@@ -245,6 +247,8 @@ class MessagePool:
         pool = _pools.get((length, size))
         if pool is None:
             count = max(1, size // self.slot)
+            if len(_pools) >= POOL_CACHE:
+                _pools.clear()  # the connections using them keep their own references
             pool = _pools[(length, size)] = bytearray(os.urandom(count * self.slot))
             pool[:: self.slot] = KIND_DATA * count
         self.view = memoryview(pool)

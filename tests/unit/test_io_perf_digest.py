@@ -46,6 +46,14 @@ def test_messages_are_views_of_a_shared_pool_that_wrap() -> None:
     assert first == again == receiver_digest(bodies) == receiver_digest(bodies_again)
 
 
+def test_the_shared_pools_are_bounded() -> None:
+    first = perf.MessagePool(10, size=100)
+    for length in range(11, 11 + perf.POOL_CACHE):
+        perf.MessagePool(length, size=100)
+    assert len(perf._pools) <= perf.POOL_CACHE
+    assert first.take(10)[0][:1] == perf.KIND_DATA  # still usable: it holds its own pool
+
+
 def test_a_message_longer_than_the_pool_size_is_whole() -> None:
     """-l above the pool size: the pool holds one message (it once held 8 MB of a longer
     body, and the receiver rightly failed the transfer)."""
