@@ -186,6 +186,8 @@ class Receiver:
         """The application is done with a delivered message's buffer: reuse it for a later
         message of its size (ours: zero-filling a new 128 KB buffer took ~9% of a
         receiver's CPU). Keeps a few, the most recent first."""
+        if type(buf) is not bytearray:  # the core writes into it later: fail here, now
+            raise TypeError(f"recycle takes a bytearray, not {type(buf).__name__}")
         if len(self._spare) < SPARE_BUFFERS:
             self._spare.append(buf)
 

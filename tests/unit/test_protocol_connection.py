@@ -319,3 +319,5 @@ def test_a_recycled_buffer_carries_the_next_message_of_its_size() -> None:
         server.recycle(got.data)
     assert bufs[1] is bufs[0]
     assert bufs[2] is not bufs[1]
+    with pytest.raises(TypeError, match="bytearray"):
+        server.recycle(bytes(10))  # type: ignore[arg-type]
