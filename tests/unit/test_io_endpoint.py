@@ -21,7 +21,13 @@ import trio.testing
 from mrc_transport import wire
 from mrc_transport.io import batchio
 from mrc_transport.io import endpoint as ep_mod
-from mrc_transport.io.endpoint import IO_HOST_DELAY, IO_MAX_BURST, MrcEndpoint, io_config
+from mrc_transport.io.endpoint import (
+    IO_ACK_DELAY,
+    IO_HOST_DELAY,
+    IO_MAX_BURST,
+    MrcEndpoint,
+    io_config,
+)
 from mrc_transport.io.sockets import Datagram
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
@@ -187,9 +193,10 @@ def in_order_per_port(sent: Sequence[bytes]) -> bool:
 def test_io_config_caps_the_burst_and_sets_a_host_delay_and_sack_spacing() -> None:
     cfg = io_config(Config(mss=8916))
     assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (32, 1e-3)
+    assert cfg.ack_delay == IO_ACK_DELAY == 1e-3
     assert cfg.sack_every_bytes == 4 * 8916  # four jumbo packets, not htsim's two
     assert io_config(Config(mss=1000)).sack_every_bytes == Config().sack_every_bytes
-    mine = Config(max_burst=4, host_delay=2e-3, mss=1000)
+    mine = Config(max_burst=4, host_delay=2e-3, mss=1000, ack_delay=2e-3)
     assert io_config(mine) is mine
 
 
