@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from mrc_transport.wire.frames import FLAGS_BY_VALUE, Common, Opcode
+from typing import Final
+
+from mrc_transport.wire.frames import FLAGS_BY_VALUE, Common, Flags, Opcode
+
+# The flag bits as ints, as ``Commons.get`` takes them: on the per-packet path an IntFlag
+# "&" or "|" builds a new Flags through the enum machinery (~1.5 us), int arithmetic does
+# not. Final: mypyc keeps them in C globals, not a module-dict lookup per use.
+TS: Final = int(Flags.TS)
+ACK_REQ: Final = int(Flags.ACK_REQ)
+ECN_ECHO: Final = int(Flags.ECN_ECHO)
+RTX: Final = int(Flags.RTX)
 
 
 class Commons:

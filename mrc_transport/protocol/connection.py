@@ -123,7 +123,6 @@ class Connection:
             self.commons,
         )
         self.receiver: Receiver | None = None
-        self.peer_conn = 0
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
         self._sack_slot = -1
@@ -272,6 +271,11 @@ class Connection:
             self._persist_at = math.inf
             self._send_probe(self.evs.control_ev().value, now, Flags.ACK_REQ)
 
+    @property
+    def peer_conn(self) -> int:
+        """The peer's connection id (0 until its SETUP or SETUP_ACK names it)."""
+        return self.commons.dst_conn
+
     def recycle(self, buf: bytearray) -> None:
         """Give back a delivered message's buffer for reuse; the caller must not touch it
         afterwards (``Receiver.recycle``)."""
@@ -357,8 +361,7 @@ class Connection:
         self._control_tx(self._setup_header(Opcode.SETUP_ACK, h.ts))
 
     def _start(self, h: frames.SetupHeader, now: float) -> None:
-        self.peer_conn = h.common.src_conn
-        self.commons.peer(self.peer_conn)
+        self.commons.peer(h.common.src_conn)
         self.sender.peer_rwnd = h.rwnd
         # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
         self.sender.mss = max(1, min(self.cfg.mss, h.mtu))
@@ -432,8 +435,9 @@ class Connection:
             return
         if self._sack_slot >= 0:
             del self._control[self._sack_slot]
-            self.counters.sacks_sent -= 1  # it never leaves
             self.counters.sacks_superseded += 1
+        else:
+            self.counters.sacks_sent += 1
         self._control_tx(self.receiver.sack(ce))
         self._sack_slot = -1 if ce else len(self._control) - 1
 

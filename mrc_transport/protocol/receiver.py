@@ -34,20 +34,15 @@ from typing import Final
 
 from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import DataHeader, Flags, Opcode
+from mrc_transport.wire.frames import DataHeader, Opcode
 
 from . import events
-from .commons import Commons
+from .commons import ACK_REQ, ECN_ECHO, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .serial import MASK32, expand
 
 SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
-# Flag bits as ints: on the per-packet path an IntFlag "&" or "|" builds a new Flags
-# through the enum machinery (~1.5 us); int arithmetic and FLAGS_BY_VALUE do not.
-_TS: Final = int(Flags.TS)  # Final: C globals in mypyc, not a dict lookup per packet
-_ACK_REQ: Final = int(Flags.ACK_REQ)
-_ECN_ECHO: Final = int(Flags.ECN_ECHO)
 SPARE_BUFFERS: Final = 8  # recycled message buffers a receiver keeps (ours)
 _new_sack_header: Final = builder(frames.SackHeader)  # one per SACK: without the frozen __init__
 
@@ -153,7 +148,7 @@ class Receiver:
             self._complete(expand(h.msn, self.next_msn), msg, now)
         self._since_sack += n
         self._note(ev, h, bits)
-        if ce or gap or bits & _ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
+        if ce or gap or bits & ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
             return Verdict.SACK
         if self.ack_deadline == math.inf:
             self.ack_deadline = now + self.cfg.ack_delay
@@ -235,7 +230,7 @@ class Receiver:
 
     def _note(self, ev: int, h: DataHeader, bits: int) -> None:
         t = self.trigger  # updated in place: one per packet
-        t.ev, t.ts, t.has_ts = ev, h.ts, bool(bits & _TS)
+        t.ev, t.ts, t.has_ts = ev, h.ts, bool(bits & TS)
 
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
@@ -256,11 +251,10 @@ class Receiver:
                 if base + i in ooo:
                     bitmap |= 1 << i
         t = self.trigger
-        bits = (_TS if t.has_ts else 0) | (_ECN_ECHO if ce else 0)
+        bits = (TS if t.has_ts else 0) | (ECN_ECHO if ce else 0)
         self._since_sack = 0
         self.ack_deadline = math.inf
         self.advertised = self.rwnd
-        self.counters.sacks_sent += 1
         return _new_sack_header(
             self.commons.get(Opcode.SACK, bits),
             self.cum & MASK32,

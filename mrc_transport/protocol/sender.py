@@ -40,14 +40,13 @@ from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import (
     DataHeader,
-    Flags,
     NackReason,
     Opcode,
 )
 
 from . import events
 from .cc.planes import PlaneWindows
-from .commons import Commons
+from .commons import ACK_REQ, ECN_ECHO, RTX, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
@@ -58,11 +57,7 @@ from .transmit import Transmit, new_transmit
 View = memoryview
 """mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
 # Final: mypyc keeps these in C globals rather than looking each up in the module's dict
-# on every packet; the flags as ints (an IntFlag "|" goes through the enum machinery)
-_TS: Final = int(Flags.TS)
-_ECN_ECHO: Final = int(Flags.ECN_ECHO)
-_ACK_REQ: Final = int(Flags.ACK_REQ)
-_RTX: Final = int(Flags.RTX)
+# on every packet
 _DSCP_DATA: Final = frames.DSCP_DATA
 _WRITE_ONLY: Final = Opcode.WRITE_ONLY
 _WRITE_FIRST: Final = Opcode.WRITE_FIRST
@@ -319,7 +314,7 @@ class Sender:
         self._una_lens.append(n)
         self.fc_bytes += n
         self.snd_nxt += 1
-        self._transmit(pkt, now, out, _TS)
+        self._transmit(pkt, now, out, TS)
         return True
 
     def _send_rtx(
@@ -334,7 +329,7 @@ class Sender:
         pkt.rtx += 1
         self.counters.retransmits += 1
         self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
-        self._transmit(pkt, now, out, _TS | _RTX)
+        self._transmit(pkt, now, out, TS | RTX)
 
     def _transmit(self, pkt: SentPacket, now: float, out: list[Transmit], flags: int) -> None:
         self._seq += 1
@@ -364,7 +359,7 @@ class Sender:
         """Data packet ``tx`` with ACK_REQ set."""
         h = tx.header
         assert isinstance(h, DataHeader)
-        common = self.commons.get(h.common.opcode, int(h.common.flags) | _ACK_REQ)
+        common = self.commons.get(h.common.opcode, int(h.common.flags) | ACK_REQ)
         header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
         return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
@@ -386,8 +381,8 @@ class Sender:
         else:
             self.counters.sack_stale += 1
         bits = int(h.common.flags)  # int: an IntFlag "&" costs ~1.5 us
-        rtt = self._reflected_rtt(h, now) if bits & _TS else None
-        ecn = bool(bits & _ECN_ECHO)
+        rtt = self._reflected_rtt(h, now) if bits & TS else None
+        ecn = bool(bits & ECN_ECHO)
         trigger = self.evs.by_value.get(h.ev)  # the EV of the packet that asked for it
         if trigger is None:
             self.counters.sack_unknown_ev += 1
