@@ -228,9 +228,10 @@ class StreamDigest:
         return self._chain.hexdigest()
 
 
-_pools: dict[tuple[int, int], bytearray] = {}
-"""Message pools by (length, size): shared by the sending connections of a process; at most
-``POOL_CACHE`` kept (a long-running server sends with whatever -l each client asks for)."""
+_pools: dict[tuple[int, int], tuple[bytearray, dict[tuple[int, int], bytes]]] = {}
+"""Message pools by (length, size), each with its bodies' digests: shared by the sending
+connections of a process; at most ``POOL_CACHE`` kept (a long-running server sends with
+whatever -l each client asks for)."""
 POOL_CACHE = 4
 
 
@@ -244,18 +245,19 @@ class MessagePool:
 
     def __init__(self, length: int, size: int = POOL_SIZE) -> None:
         self.slot = length + 1
-        pool = _pools.get((length, size))
-        if pool is None:
+        shared = _pools.get((length, size))
+        if shared is None:
             count = max(1, size // self.slot)
+            pool = bytearray(os.urandom(count * self.slot))
+            pool[:: self.slot] = KIND_DATA * count
             if len(_pools) >= POOL_CACHE:
                 _pools.clear()  # the connections using them keep their own references
-            pool = _pools[(length, size)] = bytearray(os.urandom(count * self.slot))
-            pool[:: self.slot] = KIND_DATA * count
+            shared = _pools[(length, size)] = (pool, {})
+        # the digests: xxh3-128 of the body at (start, n); the bodies repeat as the pool
+        # wraps, and hashing each again from memory took ~2% of the sender's CPU
+        pool, self._digests = shared
         self.view = memoryview(pool)
         self.start = 0
-        self._digests: dict[tuple[int, int], bytes] = {}
-        """xxh3-128 of the body at (start, n): the bodies repeat as the pool wraps, and
-        hashing each again from memory took ~2% of the sender's CPU."""
 
     def take(self, n: int) -> tuple[memoryview, bytes]:
         """The next data message (``D`` and a body of n bytes, n at most the length) and
