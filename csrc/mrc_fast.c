@@ -633,6 +633,39 @@ int mrc_decode_mrc(const char *buf, size_t len)
     return rc < 0 ? rc : (int)d.payload_off;
 }
 
+int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,
+                        uint32_t count, struct mrc_rx_rec *out)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        const struct mrc_rx_meta *m = &meta[i];
+        struct mrc_rx_rec *r = &out[i];
+        memset(r, 0, sizeof(*r));
+        r->kind = MRC_RX_OTHER;
+        if (m->truncated || m->len > slot_size)
+            continue;
+        struct cursor c = {(const uint8_t *)buf + i * slot_size, 0, m->len};
+        struct mrc_decoded d;
+        memset(&d, 0, sizeof(d));
+        if (decode_mrc(&c, &d) < 0 || !is_data(d.hdr.opcode))
+            continue;
+        const struct mrc_header *h = &d.hdr;
+        r->kind = MRC_RX_DATA;
+        r->flags = h->flags;
+        r->ce = (m->tclass & 3) == 3;  /* RFC 3168 section 5: CE is 0b11 */
+        r->dst_conn = h->dst_conn;
+        r->ts = h->ts;
+        r->ev = (uint32_t)m->sport << 16 | (m->flow_label & 0xffff);
+        r->psn = h->psn;
+        r->msn = h->msn;
+        r->msg_offset = h->msg_offset;
+        r->msg_len = h->msg_len;
+        r->payload_off = (uint32_t)(i * slot_size + d.payload_off);
+        r->payload_len = d.payload_len;
+        memcpy(r->src, m->src, 16);
+    }
+    return (int)count;
+}
+
 /* ---------------------------------------------------------------- batched socket IO */
 
 static void to_sockaddr(struct sockaddr_in6 *sa, const struct mrc_addr6 *a)

@@ -220,6 +220,36 @@ struct mrc_rx_meta {
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
 
+/* One received datagram as the endpoint's receive loop reads it (64 bytes; batchio.py's
+ * RX_REC "=bBBxIQIIIIIII16s4x"). A data packet (kind MRC_RX_DATA) carries its fields;
+ * anything else (kind MRC_RX_OTHER: control packets, malformed or cut datagrams) only
+ * its kind, and the endpoint decodes it one at a time, which names what is wrong. */
+struct mrc_rx_rec {
+    int8_t kind;
+    uint8_t flags;
+    uint8_t ce;              /* 1 when the ECN field says Congestion Experienced */
+    uint8_t pad;
+    uint32_t dst_conn;
+    uint64_t ts;
+    uint32_t ev;             /* source port << 16 | low 16 bits of the flow label */
+    uint32_t psn;
+    uint32_t msn;
+    uint32_t msg_offset;
+    uint32_t msg_len;
+    uint32_t payload_off;    /* the payload is buf[payload_off : payload_off + payload_len] */
+    uint32_t payload_len;
+    uint8_t src[16];
+};
+
+#define MRC_RX_OTHER 0
+#define MRC_RX_DATA 1
+
+/* Decode the count datagrams of one receive burst (datagram i at buf[i * slot_size], its
+ * record meta[i], as mrc_recv_meta left them) into out[i], checked as mrc_decode_mrc
+ * checks one. Returns count. */
+int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,
+                        uint32_t count, struct mrc_rx_rec *out);
+
 /* sendmmsg(2) of count complete IPv6 packets buf[offsets[i]:offsets[i+1]] of buf[0:len]
  * through an IPPROTO_RAW socket, non-blocking, each to its own header's destination
  * address. Returns the number sent (0 when the socket would block) or -errno (-EINVAL,

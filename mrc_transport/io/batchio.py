@@ -38,7 +38,7 @@ from typing import Any
 
 from mrc_transport import switched_on, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
-from mrc_transport.wire.frames import DataHeader, Header, PathHeader, SackHeader
+from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
 
 Buffer = bytes | bytearray | memoryview
 Destination = tuple[bytes, int]
@@ -62,6 +62,14 @@ Item = tuple[PathHeader, Header, bytes | memoryview]
 RxMeta = tuple[int, int, int, int, int, bytes, bytes]
 """(length, truncated, traffic class, source port, flow label, 16-byte source, 16-byte
 destination) of one datagram, as ``RX_META`` unpacks it."""
+RX_REC = struct.Struct("=bBBxIQIIIIIII16s4x")
+"""struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
+RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, bytes]
+"""(kind, flags, ce, dst_conn, ts, ev, psn, msn, msg_offset, msg_len, payload offset,
+payload length, 16-byte source) of one datagram, as ``RX_REC`` unpacks it: the fields of a
+data packet (kind ``RX_DATA``), or only ``RX_OTHER`` for anything else."""
+RX_OTHER, RX_DATA = 0, 1
+_NOT_DATA: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
 
 
 def _load() -> tuple[Any, Any]:
@@ -222,6 +230,7 @@ class PyBurstReceiver:
         self.max_pkts, self.slot_size = max_pkts, slot_size
         self.buf = bytearray(max_pkts * slot_size)
         self.view = memoryview(self.buf)
+        self._metas: list[RxMeta] = []
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
         """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
@@ -243,6 +252,46 @@ class PyBurstReceiver:
             truncated = 1 if flags & socket.MSG_TRUNC else 0
             out.append((n, truncated, tclass, addr[1], flow, src, dst or bytes(16)))
         return out
+
+    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+        """``recv`` with each datagram decoded: one ``RxRec`` per datagram, slot order.
+        A data packet's record carries its fields and where its payload is in ``view``;
+        anything else is only ``RX_OTHER``, for the caller to decode with ``meta(i)``,
+        which names what is wrong with a bad one (the data path's cost is per packet,
+        the rest is rare)."""
+        return self.records(self.recv(sock))
+
+    def records(self, metas: list[RxMeta]) -> list[RxRec]:
+        """The records of the datagrams in the slots, datagram i described by metas[i]
+        (what ``recv`` returned for them); ``meta(i)`` gives metas[i] back."""
+        self._metas = metas
+        slot = self.slot_size
+        return [self._record(i * slot, m) for i, m in enumerate(metas)]
+
+    def meta(self, i: int) -> RxMeta:
+        """The ``RxMeta`` of datagram i of the last ``recv_records`` burst."""
+        return self._metas[i]
+
+    def _record(self, off: int, meta: RxMeta) -> RxRec:
+        n, truncated, tclass, sport, flow, src, dst = meta
+        if truncated or n > self.slot_size:
+            return _NOT_DATA
+        try:
+            packet = wire.decode_datagram_untrusted(
+                self.view[off : off + n], src=src, dst=dst, sport=sport, dport=0,
+                tclass=tclass, flow_label=flow,
+            )  # fmt: skip
+        except wire.BadPacket:
+            return _NOT_DATA
+        h = packet.header
+        if type(h) is not DataHeader:
+            return _NOT_DATA
+        c, size = h.common, len(packet.payload)
+        ce = int(packet.path.ecn == Ecn.CE)
+        return (
+            RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, packet.path.ev, h.psn, h.msn,
+            h.msg_offset, h.msg_len, off + n - size, size, src,
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------ one burst, one buffer
@@ -434,6 +483,11 @@ class CBurstReceiver(PyBurstReceiver):
         self._meta = _ffi.new("struct mrc_rx_meta[]", max_pkts)
         self._meta_view = memoryview(_ffi.buffer(self._meta))
         self._c_buf = _ffi.from_buffer(self.buf, require_writable=True)
+        if _ffi.sizeof("struct mrc_rx_rec") != RX_REC.size:
+            raise RuntimeError("struct mrc_rx_rec and RX_REC disagree")
+        self._recs = _ffi.new("struct mrc_rx_rec[]", max_pkts)
+        self._rec_view = memoryview(_ffi.buffer(self._recs))
+        self._count = 0
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
         rc = _lib.mrc_recv_meta(
@@ -442,6 +496,34 @@ class CBurstReceiver(PyBurstReceiver):
         if rc < 0:
             _raise_errno(rc)
         return list(RX_META.iter_unpack(self._meta_view[: rc * RX_META.size]))
+
+    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+        # one C call decodes the burst: per data packet, one tuple instead of the metadata
+        # tuple, a copy of the datagram, a header, a packet and a copy of the payload
+        rc = _lib.mrc_recv_meta(
+            sock.fileno(), self._c_buf, self.slot_size, self.max_pkts, self._meta, 0
+        )
+        if rc < 0:
+            _raise_errno(rc)
+        return self._decode(rc)
+
+    def records(self, metas: list[RxMeta]) -> list[RxRec]:
+        if len(metas) > self.max_pkts:
+            raise ValueError(f"{len(metas)} records for {self.max_pkts} slots")
+        for i, meta in enumerate(metas):
+            RX_META.pack_into(self._meta_view, i * RX_META.size, *meta)
+        return self._decode(len(metas))
+
+    def _decode(self, count: int) -> list[RxRec]:
+        self._count = _lib.mrc_decode_rx_burst(
+            self._c_buf, self.slot_size, self._meta, count, self._recs
+        )
+        return list(RX_REC.iter_unpack(self._rec_view[: count * RX_REC.size]))
+
+    def meta(self, i: int) -> RxMeta:
+        if not 0 <= i < self._count:
+            raise IndexError(f"datagram {i} of a burst of {self._count}")
+        return RX_META.unpack_from(self._meta_view, i * RX_META.size)
 
 
 class CBurstEncoder(PyBurstEncoder):

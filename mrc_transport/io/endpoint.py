@@ -390,41 +390,45 @@ class MrcEndpoint:
                 await trio.lowlevel.wait_readable(rx)
 
     def _receive_ready(self, rx: socket.socket) -> int:
-        """Hand every datagram waiting (at most RECV_BURST) to the core; how many."""
+        """Hand every datagram waiting (at most RECV_BURST) to the core; how many.
+
+        Data packets go to the core as the fields the burst decoder read out of them, the
+        payload a view of its slot (the core copies it into its message before the next
+        burst reuses the slot); anything else is decoded one at a time (``_receive_one``)."""
         burst = self._rx_burst
-        metas = burst.recv(rx)
-        if not metas:
+        recs = burst.recv_records(rx)
+        if not recs:
             return 0
         now = self.clock()
-        self.received += len(metas)
+        self.received += len(recs)
         self.receive_bursts += 1
-        port, core, bad = self.port, self.core, self.bad
-        decode = wire.decode_datagram_untrusted
-        view, slot = burst.view, burst.slot_size
-        off = -slot
-        for i, (n, truncated, tclass, sport, flow, src, dst) in enumerate(metas, 1):
-            if i % RX_FLUSH == 0:
+        receive_data, view = self.core.receive_data, burst.view
+        for i, (kind, flags, ce, conn, ts, ev, psn, msn, off, size, at, n, src) in enumerate(recs):
+            if (i + 1) % RX_FLUSH == 0:
                 self._flush_control()
-            off += slot
-            if truncated:  # larger than any MTU here: not a packet of ours
-                bad["oversize"] += 1
-                continue
-            try:
-                # the slot is reused by the next burst: the decoder copies the payload
-                packet = decode(
-                    view[off : off + n],
-                    src=src,
-                    dst=dst,
-                    sport=sport,
-                    dport=port,
-                    tclass=tclass,
-                    flow_label=flow,
-                )
-            except wire.BadPacket as exc:
-                bad[exc.reason] += 1
-                continue
-            core.receive(packet, now)
-        return len(metas)
+            if kind == batchio.RX_DATA:
+                payload = view[at : at + n]
+                receive_data(conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
+            else:
+                self._receive_one(burst, i, now)
+        return len(recs)
+
+    def _receive_one(self, burst: batchio.PyBurstReceiver, i: int, now: float) -> None:
+        """Decode datagram i of the burst and hand it to the core, or count why not."""
+        n, truncated, tclass, sport, flow, src, dst = burst.meta(i)
+        if truncated:  # larger than any MTU here: not a packet of ours
+            self.bad["oversize"] += 1
+            return
+        off = i * burst.slot_size
+        try:
+            packet = wire.decode_datagram_untrusted(
+                burst.view[off : off + n], src=src, dst=dst, sport=sport, dport=self.port,
+                tclass=tclass, flow_label=flow,
+            )  # fmt: skip
+        except wire.BadPacket as exc:
+            self.bad[exc.reason] += 1
+            return
+        self.core.receive(packet, now)
 
     def _flush_control(self) -> None:
         """Send the SACKs (and other control packets) the core owes now. A receive burst

@@ -39,7 +39,7 @@ from .commons import Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
-from .receiver import Receiver, Verdict
+from .receiver import Payload, Receiver, Verdict
 from .scheduler import make_scheduler
 from .sender import Sender
 from .serial import MASK32
@@ -402,27 +402,67 @@ class Connection:
 
     def _on_data(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
-        if not isinstance(h, frames.DataHeader) or self.receiver is None:
-            self.counters.wrong_state += 1
-            return
-        if self.state is ConnState.CLOSED:
+        if not isinstance(h, frames.DataHeader):
             self.counters.wrong_state += 1
             return
         ce = packet.path.ecn == frames.Ecn.CE
-        verdict = self.receiver.on_data(h, packet.payload, packet.path.ev, ce, now)
+        self._data(
+            int(h.common.flags), h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
+            packet.payload, packet.path.ev, ce, now,
+        )  # fmt: skip
+
+    def receive_data(
+        self,
+        src: bytes,
+        ev: int,
+        ce: bool,
+        flags: int,
+        psn32: int,
+        msn32: int,
+        msg_offset: int,
+        msg_len: int,
+        ts: int,
+        payload: Payload,
+        now: float,
+    ) -> None:
+        """``receive`` of a data packet given as its fields: its source address, EV and
+        CE mark as received, its header's flags and fields, its payload (copied, never
+        kept). What an endpoint calls for the bulk of its traffic, without a ``Packet``
+        and a ``DataHeader`` built per packet (Endpoint.receive_data)."""
+        self.counters.packets_received += 1
+        self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
+        self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
+
+    def _data(
+        self,
+        flags: int,
+        psn32: int,
+        msn32: int,
+        msg_offset: int,
+        msg_len: int,
+        ts: int,
+        payload: Payload,
+        ev: int,
+        ce: bool,
+        now: float,
+    ) -> None:
+        receiver = self.receiver
+        if receiver is None or self.state is ConnState.CLOSED:
+            self.counters.wrong_state += 1
+            return
+        verdict = receiver.on_data(
+            psn32, flags, msn32, msg_offset, msg_len, ts, payload, ev, ce, now
+        )
         if verdict is Verdict.SACK:
             self._queue_sack(now, ce)
         elif verdict is Verdict.NACK:
             self.counters.nacks_sent += 1
             self._control_tx(
                 frames.NackHeader(
-                    self._common(Opcode.NACK),
-                    h.psn,
-                    frames.NackReason.PSN_OUT_OF_WINDOW,
-                    packet.path.ev,
-                    h.ts,
+                    self._common(Opcode.NACK), psn32, frames.NackReason.PSN_OUT_OF_WINDOW,
+                    ev, ts,
                 )
-            )
+            )  # fmt: skip
 
     def _queue_sack(self, now: float, ce: bool = False) -> None:
         """Queue a SACK of the current state. An endpoint sends what the core queued

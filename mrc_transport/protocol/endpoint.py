@@ -20,6 +20,7 @@ from . import events
 from .config import Config
 from .connection import Connection
 from .counters import EndpointCounters
+from .receiver import Payload
 from .transmit import Transmit
 
 PathsFor = Callable[[frames.PathHeader], Sequence[SrPath]]
@@ -81,6 +82,28 @@ class Endpoint:
             self.counters.unknown_connection += 1
             return
         conn.receive(packet, now)
+
+    def receive_data(
+        self,
+        dst_conn: int,
+        src: bytes,
+        ev: int,
+        ce: bool,
+        flags: int,
+        psn32: int,
+        msn32: int,
+        msg_offset: int,
+        msg_len: int,
+        ts: int,
+        payload: Payload,
+        now: float,
+    ) -> None:
+        """``receive`` of a data packet given as its fields (Connection.receive_data)."""
+        conn = self.connections.get(dst_conn)
+        if conn is None:
+            self.counters.unknown_connection += 1
+            return
+        conn.receive_data(src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now)
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:
         known = self._by_peer.get(h.common.src_conn)

@@ -7,14 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrc_transport.protocol import Config
-from mrc_transport.protocol.commons import Commons
+from mrc_transport.protocol.commons import TS, Commons
 from mrc_transport.protocol.counters import ConnCounters
 from mrc_transport.protocol.receiver import Receiver
-from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode
+from mrc_transport.wire.frames import Flags
 
 MSS = 100
 CFG = Config(mss=MSS)
-COMMON = Common(Opcode.WRITE_MIDDLE, Flags.TS, 1, 2)
 ISN = 1000
 
 
@@ -24,8 +23,7 @@ def test_bitmap_marks_exactly_the_psns_received_above_the_cumulative_one(
 ) -> None:
     rx = Receiver(CFG, ISN, ConnCounters(), lambda e: None, 7, Commons(1, 2))
     for off in sorted(offsets, reverse=True):  # out of order: holes stay open longest
-        h = DataHeader(COMMON, ISN + off, 0, off * MSS, 400 * MSS, 5)
-        rx.on_data(h, bytes(MSS), 0, False, 0.0)
+        rx.on_data(ISN + off, TS, 0, off * MSS, 400 * MSS, 5, bytes(MSS), 0, False, 0.0)
     sack = rx.sack()
     arrived = {ISN + off for off in offsets}
     cum = ISN

@@ -1,0 +1,135 @@
+"""The receive burst decoder (``BurstReceiver.records`` / ``recv_records``): a data packet's
+fields and payload read out in place, anything else left for the one-at-a-time decoder;
+the C decoder (csrc/mrc_fast.c ``mrc_decode_rx_burst``) against its Python twin."""
+
+from __future__ import annotations
+
+import select
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrc_transport import wire
+from mrc_transport.io import batchio
+from mrc_transport.io.sockets import open_rx
+from mrc_transport.wire.frames import (
+    Common,
+    DataHeader,
+    Flags,
+    Opcode,
+    PathHeader,
+    ProbeHeader,
+)
+
+SLOT = 1024
+SRC = bytes(range(16))
+DST = bytes(range(16, 32))
+RECEIVERS: list[type[batchio.PyBurstReceiver]] = [batchio.PyBurstReceiver]
+if batchio.BACKEND == "c":
+    RECEIVERS.append(batchio.CBurstReceiver)
+
+
+def _mrc(header: DataHeader | ProbeHeader, payload: bytes = b"") -> bytes:
+    """The UDP payload (the MRC header and its payload) as a socket delivers it."""
+    return wire.encode(PathHeader(SRC, DST), header, payload)[48:]
+
+
+DATA = DataHeader(
+    Common(Opcode.WRITE_MIDDLE, Flags.TS | Flags.ACK_REQ, 0x01020304, 9), 77, 5, 300, 900, 123
+)
+BODY = bytes(range(100)) * 3
+
+
+def _burst(
+    receiver: batchio.PyBurstReceiver, datagrams: list[bytes], metas: list[batchio.RxMeta]
+) -> list[batchio.RxRec]:
+    for i, d in enumerate(datagrams):
+        receiver.view[i * SLOT : i * SLOT + len(d)] = d
+    return receiver.records(metas)
+
+
+def _meta(n: int, tclass: int = 2, truncated: int = 0) -> batchio.RxMeta:
+    return (n, truncated, tclass, 0x8001, 0xABCDE, SRC, DST)
+
+
+@pytest.mark.parametrize("make", RECEIVERS, ids=lambda c: c.__name__)
+def test_records_read_data_packets_and_leave_the_rest(make: type[batchio.PyBurstReceiver]) -> None:
+    data = _mrc(DATA, BODY)
+    probe = _mrc(ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 1, 2), 1, 0, 0))
+    bad_version = bytes([data[0] ^ 0xFF]) + data[1:]
+    datagrams = [data, data, probe, bad_version, data[:20], data, data]
+    metas = [
+        _meta(len(data)),
+        _meta(len(data), tclass=3),  # CE
+        _meta(len(probe)),
+        _meta(len(data)),
+        _meta(20),
+        _meta(len(data), truncated=1),  # cut by the socket: not to be trusted
+        _meta(SLOT + 1),  # longer than its slot
+    ]
+    receiver = make(8, SLOT)
+    recs = _burst(receiver, datagrams, metas)
+    kinds = [r[0] for r in recs]
+    assert kinds == [batchio.RX_DATA] * 2 + [batchio.RX_OTHER] * 5
+    for i, ce in ((0, 0), (1, 1)):
+        _, flags, got_ce, conn, ts, ev, psn, msn, off, size, at, n, src = recs[i]
+        assert (flags, got_ce, conn, ts) == (int(DATA.common.flags), ce, 0x01020304, 123)
+        assert (ev, psn, msn, off, size, src) == (0x8001 << 16 | 0xBCDE, 77, 5, 300, 900, SRC)
+        assert bytes(receiver.view[at : at + n]) == BODY
+    assert recs[2] == batchio._NOT_DATA
+    assert [receiver.meta(i) for i in range(len(metas))] == metas
+
+
+@pytest.mark.parametrize("make", RECEIVERS, ids=lambda c: c.__name__)
+def test_recv_records_through_a_socket(make: type[batchio.PyBurstReceiver]) -> None:
+    rx = open_rx(0, "::1")
+    tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        tx.bind(("::1", 0))
+        sent = [_mrc(DataHeader(DATA.common, psn, 5, 300, 900, 123), BODY) for psn in range(6)]
+        for d in sent:
+            tx.sendto(d, rx.getsockname())
+        receiver = make(8, SLOT)
+        recs: list[batchio.RxRec] = []
+        while len(recs) < len(sent):
+            assert select.select([rx], [], [], 2.0)[0], f"only {len(recs)} arrived"
+            got = receiver.recv_records(rx)
+            recs += [(*r[:10], 0, r[11], r[12]) for r in got]
+            assert all(bytes(receiver.view[r[10] : r[10] + r[11]]) == BODY for r in got)
+        assert [r[6] for r in recs] == list(range(6))
+        assert {r[5] >> 16 for r in recs} == {tx.getsockname()[1]}
+        assert receiver.recv_records(rx) == []
+    finally:
+        rx.close()
+        tx.close()
+
+
+@pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")
+@settings(max_examples=300, deadline=None)
+@given(
+    cuts=st.lists(st.integers(0, 400), min_size=1, max_size=8),
+    flips=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 255)), max_size=3),
+    tclass=st.integers(0, 255),
+    flow=st.integers(0, 0xFFFFF),
+)
+def test_c_and_python_records_agree(
+    cuts: list[int], flips: list[tuple[int, int]], tclass: int, flow: int
+) -> None:
+    """Every datagram a valid data packet cut short or with header bytes changed."""
+    base = bytearray(_mrc(DATA, BODY))
+    for at, x in flips:
+        base[at] ^= x
+    datagrams = [bytes(base[: len(base) - cut]) for cut in cuts]
+    metas = [(len(d), 0, tclass, 0x8001, flow, SRC, DST) for d in datagrams]
+    c = _burst(batchio.CBurstReceiver(8, SLOT), datagrams, metas)
+    py = _burst(batchio.PyBurstReceiver(8, SLOT), datagrams, metas)
+    assert c == py
+
+
+def test_meta_refuses_a_datagram_beyond_the_burst() -> None:
+    receiver = batchio.BurstReceiver(4, SLOT)
+    _burst(receiver, [b"x"], [_meta(1)])
+    with pytest.raises(IndexError):
+        receiver.meta(1)
