@@ -414,6 +414,39 @@ int mrc_encode_data_burst(char *out, size_t cap, size_t max_len,
     return (int)i;
 }
 
+int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
+                        const struct mrc_template *const *templates, uint32_t n,
+                        uint8_t flags, uint8_t last_flags, uint32_t dst_conn,
+                        uint32_t src_conn, uint32_t psn, uint32_t msn, uint32_t offset,
+                        uint32_t seg, const char *data, uint32_t msg_len, uint64_t ts,
+                        uint32_t *offsets)
+{
+    struct mrc_header h = {.dst_conn = dst_conn, .src_conn = src_conn, .msn = msn,
+                           .msg_len = msg_len, .ts = ts};
+    size_t pos = 0;
+    uint32_t i = 0;
+    for (; i < n; i++) {
+        uint64_t off = (uint64_t)offset + (uint64_t)i * seg;
+        if (off > msg_len || (off == msg_len && msg_len != 0))
+            break;
+        uint32_t len = msg_len - off < seg ? (uint32_t)(msg_len - off) : seg;
+        int first = off == 0, last = off + len >= msg_len;
+        h.opcode = first ? (last ? OP_WRITE_ONLY : OP_WRITE_FIRST)
+                         : (last ? OP_WRITE_LAST : OP_WRITE_MIDDLE);
+        h.flags = i == n - 1 ? (uint8_t)(flags | last_flags) : flags;
+        h.psn = psn + i;  /* uint32_t: wraps as the 32-bit PSN does */
+        h.msg_offset = (uint32_t)off;
+        size_t room = cap - pos < max_len ? cap - pos : max_len;
+        int rc = mrc_encode_tmpl(out + pos, room, templates[i], &h, data + off, len);
+        if (rc < 0)
+            break;
+        offsets[i] = (uint32_t)pos;
+        pos += (size_t)rc;
+    }
+    offsets[i] = (uint32_t)pos;
+    return (int)i;
+}
+
 /* ---------------------------------------------------------------- untrusted decode */
 
 /* A read cursor over buf[0:end]; NEED() returns err unless n more bytes are there. */

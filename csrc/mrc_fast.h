@@ -163,6 +163,21 @@ int mrc_encode_data_burst(char *out, size_t cap, size_t max_len,
                           const char *const *payloads, const uint32_t *lens, uint32_t n,
                           uint32_t *offsets);
 
+/* Up to n data packets of one run (sender.py DataRun: consecutive packets of one message)
+ * back to back into out[0:cap], each at most max_len bytes: packet i from *templates[i],
+ * PSN psn + i, the payload at offset + i * seg of data[0:msg_len] (seg bytes, or what is
+ * left of the message), its opcode from where that payload sits in the message, flags
+ * `flags`, and `flags | last_flags` for packet n - 1. offsets as mrc_encode_data_burst's;
+ * returns k: n, or the index of the first packet that could not be encoded (an offset
+ * beyond the message, too long, no room), which the caller encodes alone to name the
+ * error. */
+int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
+                        const struct mrc_template *const *templates, uint32_t n,
+                        uint8_t flags, uint8_t last_flags, uint32_t dst_conn,
+                        uint32_t src_conn, uint32_t psn, uint32_t msn, uint32_t offset,
+                        uint32_t seg, const char *data, uint32_t msg_len, uint64_t ts,
+                        uint32_t *offsets);
+
 /* Parse buf[0:len] (untrusted). dport < 0 accepts any UDP destination port. Returns
  * MRC_OK or a negative mrc_err; never reads outside buf[0:len]. */
 int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out);

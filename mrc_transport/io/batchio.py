@@ -38,6 +38,7 @@ from typing import Any
 
 from mrc_transport import switched_on, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
+from mrc_transport.protocol.sender import DataRun
 from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
 
 Buffer = bytes | bytearray | memoryview
@@ -351,6 +352,15 @@ class PyBurstEncoder:
         for path, header, payload in items:
             self.add(path, header, payload)
 
+    def add_run(self, run: DataRun, paths: Sequence[PathHeader]) -> None:
+        """``add`` of each packet of ``run`` (sender.py ``DataRun``), packet i on
+        ``paths[i]`` (the C encoder takes the whole run in one call); raises at the first
+        packet ``add`` would refuse, the ones before it added."""
+        if len(paths) != len(run):
+            raise ValueError(f"{len(paths)} paths for a run of {len(run)} packets")
+        for i, path in enumerate(paths):
+            self.add(path, run.header(i), run.payload(i))
+
     def packet(self, i: int) -> bytes:
         """A copy of packet ``i``."""
         return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
@@ -617,6 +627,27 @@ class CBurstEncoder(PyBurstEncoder):
             payloads[i], lens[i] = buf, len(payload)
             run.append(item)
         self._encode_run(run, keep)
+
+    def add_run(self, run: DataRun, paths: Sequence[PathHeader]) -> None:
+        n = len(run)
+        if len(paths) != n:
+            raise ValueError(f"{len(paths)} paths for a run of {n} packets")
+        k = min(n, self.max_pkts - len(self))  # the rest goes through add, which refuses
+        templates, tmpls = self._templates, self._tmpls
+        for i in range(k):
+            path = paths[i]
+            hit = templates.get(id(path))
+            tmpls[i] = hit[1] if hit is not None and hit[0] is path else self._template(path)
+        off, commons, data = self.offsets[-1], run.commons, run.data
+        done = _lib.mrc_encode_data_run(
+            self._c_buf + off, self.cap - off, self.max_len, tmpls, k,
+            run.flags, run.last_flags if k == n else 0, commons.dst_conn, commons.src_conn,
+            run.psn, run.msn, run.offset, run.seg, _ffi.from_buffer(data), data.nbytes,
+            run.ts, self._ends,
+        )  # fmt: skip
+        self.offsets += [off + end for end in _ffi.unpack(self._ends, done + 1)[1:]]
+        for i in range(done, n):
+            self.add(paths[i], run.header(i), run.payload(i))
 
     def _encode_run(self, run: list[Item], keep: list[Any]) -> None:
         """Encode the packed run after the packets already in; what C could not encode

@@ -59,7 +59,14 @@ from mrc_transport.io import batchio, linkwatch
 from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
 from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
-from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_PORT, PathHeader
+from mrc_transport.protocol.sender import DataRun, Outgoing
+from mrc_transport.wire.frames import (
+    DATA_HEADER_LEN,
+    DSCP_DATA,
+    IPV6_HEADER_LEN,
+    MRC_UDP_PORT,
+    PathHeader,
+)
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
@@ -480,10 +487,11 @@ class MrcEndpoint:
             # the kernel pushed back on every port, or the pacer holds the next burst
             self._want_send = True
             return False
-        out = core.datagrams_to_send(now)
+        out = core.burst_to_send(now)
         self._want_send = False
         if not out:
             return False
+        sent = self.sent
         nbytes = self._transmit(out)
         # pacing (ours): the NIC rate over the ports that are not busy; a burst may run
         # ahead by a few packets per port or one timer tick, since a shorter wait is not
@@ -493,7 +501,7 @@ class MrcEndpoint:
         byte_time = self._byte_time * max(ports, 1) / free
         slack = max(PACE_BURST * ports * self.cfg.mss * self._byte_time, TIMER_TICK)
         self._pace_at = max(self._pace_at, now - slack) + nbytes * byte_time
-        self._want_send = len(out) >= self.cfg.max_burst
+        self._want_send = self.sent - sent >= self.cfg.max_burst
         return self._want_send and now >= self._pace_at
 
     def _dispatch(self) -> None:
@@ -526,59 +534,85 @@ class MrcEndpoint:
             for conn_id in [c for c in self.handles if c not in core.connections]:
                 del self.handles[conn_id]
 
-    def _header(self, tx: Transmit) -> PathHeader:
-        key = (id(tx.path), tx.ev, tx.dscp)
+    def _header(self, path: SrPath, ev: int, dscp: int) -> PathHeader:
+        """The PathHeader of (path, EV, DSCP), cached: a connection uses few."""
+        key = (id(path), ev, dscp)
         cached = self._headers.get(key)
-        if cached is None or cached[0] is not tx.path:
-            ph = path_header(tx.path, tx.ev, tx.dscp, self.encoding, self.port)
+        if cached is None or cached[0] is not path:
+            ph = path_header(path, ev, dscp, self.encoding, self.port)
             if len(self._headers) >= HEADER_CACHE_LIMIT:
                 # every connection brings its own EVs: a long-running server would grow
                 # without bound; the live connections' entries come back at their next use
                 self._headers.clear()
-            cached = self._headers[key] = (tx.path, ph)
-            self._plane_set.add(tx.path.plane)
+            cached = self._headers[key] = (path, ph)
+            self._plane_set.add(path.plane)
         return cached[1]
 
-    def _transmit(self, out: list[Transmit]) -> int:
+    def _transmit(self, out: Sequence[Outgoing]) -> int:
         """Encode and send one burst; returns its bytes on the wire.
 
         The packets are encoded back to back into one reusable buffer (the C codec writes
-        them in place) and sent from it, each to its own first hop (``send_raw6``). Only
-        the packets the kernel does not take at once become ``Queued`` items, copied out
-        of the buffer, for ``_send`` and the backlogs.
+        them in place, a ``DataRun`` in one call) and sent from it, each to its own first
+        hop (``send_raw6``), TX_BURST packets per call. Only the packets the kernel does
+        not take at once become ``Queued`` items, copied out of the buffer, for ``_send``
+        and the backlogs.
         """
+        nbytes, chunk, count = 0, list[Outgoing](), 0
+        for item in out:
+            if type(item) is DataRun and len(item) > TX_BURST:  # a Config.max_burst above it
+                items: list[Outgoing] = list(item.transmits())
+            else:
+                items = [item]
+            for one in items:
+                k = len(one) if type(one) is DataRun else 1
+                if count + k > TX_BURST:
+                    nbytes += self._send_chunk(chunk)
+                    chunk, count = [], 0
+                chunk.append(one)
+                count += k
+        if chunk:
+            nbytes += self._send_chunk(chunk)
+        return nbytes
+
+    def _send_chunk(self, chunk: list[Outgoing]) -> int:
+        """Encode and send at most TX_BURST packets; their bytes on the wire."""
         enc = self._tx_burst
         if enc is None:
             enc = self._tx_burst = batchio.BurstEncoder(TX_BURST)
-        header = self._header
-        nbytes = 0
-        for start in range(0, len(out), TX_BURST):
-            chunk = out[start : start + TX_BURST]
-            enc.clear()
-            enc.add_many([(header(tx), tx.header, tx.payload) for tx in chunk])
-            nbytes += enc.nbytes
-            self.sent += len(chunk)
-            self._send_encoded(enc, chunk)
-        return nbytes
+        enc.clear()
+        header, txs = self._header, list[Transmit]()
+        for item in chunk:
+            if isinstance(item, DataRun):
+                if txs:
+                    enc.add_many([(header(t.path, t.ev, t.dscp), t.header, t.payload) for t in txs])
+                    txs = []
+                enc.add_run(item, [header(ev.path, ev.value, DSCP_DATA) for ev in item.evs])
+            else:
+                txs.append(item)
+        if txs:
+            enc.add_many([(header(t.path, t.ev, t.dscp), t.header, t.payload) for t in txs])
+        self.sent += len(enc)
+        self._send_encoded(enc, chunk)
+        return enc.nbytes
 
-    def _send_encoded(self, enc: batchio.PyBurstEncoder, chunk: list[Transmit]) -> None:
+    def _send_encoded(self, enc: batchio.PyBurstEncoder, chunk: list[Outgoing]) -> None:
         """Send ``chunk`` (encoded in ``enc``) in order, straight from the buffer while no
         port has a backlog and the socket takes packets; the rest goes through ``_send``,
         which keeps each port's packets in order behind its backlog."""
         assert self._tx is not None
-        i, n = 0, len(chunk)
+        i, n = 0, len(enc)
         while i < n and not self._backlog and not self._sock_full:
             try:
                 k = enc.send(self._tx, i)
             except OSError as exc:
-                self._refused((enc.packet(i), chunk[i]), exc)
+                self._refused((enc.packet(i), _nth(chunk, i)), exc)
                 i += 1
                 continue
             if k == 0:  # the socket buffer is full: every port waits until it is writable
                 self._sock_full = True
             i += k
         if i < n:  # copies: the buffer is reused by the next chunk
-            self._send([(enc.packet(j), chunk[j]) for j in range(i, n)])
+            self._send([(enc.packet(j), _nth(chunk, j)) for j in range(i, n)])
 
     def _can_send(self) -> bool:
         """Whether a new burst can leave: the socket takes packets and some port that
@@ -667,6 +701,20 @@ class MrcEndpoint:
             "unknown_connection": c.unknown_connection,
             "setup_refused": c.setup_refused,
         }
+
+
+def _nth(chunk: list[Outgoing], i: int) -> Transmit:
+    """Packet i of a chunk, as a ``Transmit`` (for a refused or held packet: rare)."""
+    for item in chunk:
+        if isinstance(item, DataRun):
+            if i < len(item):
+                return item.transmit(i)
+            i -= len(item)
+        elif i == 0:
+            return item
+        else:
+            i -= 1
+    raise IndexError(i)
 
 
 @asynccontextmanager

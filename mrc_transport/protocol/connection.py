@@ -41,7 +41,7 @@ from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
 from .receiver import Payload, Receiver, Verdict
 from .scheduler import make_scheduler
-from .sender import Sender
+from .sender import Outgoing, Sender, expand_runs
 from .serial import MASK32
 from .transmit import Transmit, new_transmit
 
@@ -183,11 +183,15 @@ class Connection:
 
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every packet to send now: control first, then data while the windows allow."""
-        out = self.control_to_send()
+        return expand_runs(self.burst_to_send(now))
+
+    def burst_to_send(self, now: float) -> list[Outgoing]:
+        """``datagrams_to_send`` with new data as ``DataRun``s, each several packets: what
+        an endpoint encodes without a ``Transmit`` per packet."""
+        out: list[Outgoing] = []
+        out.extend(self.control_to_send())
         if self.state in SENDING:
-            first = len(out)
-            self.sender.fill(now, out, first + self.cfg.max_burst)
-            self.counters.packets_sent += len(out) - first
+            self.counters.packets_sent += self.sender.fill(now, out, self.cfg.max_burst)
             self._arm_persist(now)
             if self.state is ConnState.CLOSING and self.sender.idle():
                 self._move(ConnInput.DRAINED, now)

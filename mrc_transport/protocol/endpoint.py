@@ -21,6 +21,7 @@ from .config import Config
 from .connection import Connection
 from .counters import EndpointCounters
 from .receiver import Payload
+from .sender import Outgoing, expand_runs
 from .transmit import Transmit
 
 PathsFor = Callable[[frames.PathHeader], Sequence[SrPath]]
@@ -135,9 +136,13 @@ class Endpoint:
 
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every connection's packets."""
-        out: list[Transmit] = []
+        return expand_runs(self.burst_to_send(now))
+
+    def burst_to_send(self, now: float) -> list[Outgoing]:
+        """Every connection's packets, new data as runs (Connection.burst_to_send)."""
+        out: list[Outgoing] = []
         for conn in self.connections.values():
-            out.extend(conn.datagrams_to_send(now))
+            out.extend(conn.burst_to_send(now))
         return out
 
     def control_to_send(self) -> list[Transmit]:

@@ -121,6 +121,98 @@ class SentPacket:
         """Declared lost and waiting for retransmission."""
 
 
+class DataRun:
+    """Consecutive new data packets of one message, sent in the same burst: what the core
+    hands the IO layer for its bulk traffic instead of a ``Transmit`` each, so that no
+    layer builds a header, a payload view and a ``Transmit`` per packet, and the C codec
+    encodes the whole run in one call (batchio ``add_run``; ours: building and unpacking
+    them was ~1/6 of a sender's CPU at ~2 Gbit/s).
+
+    Packet i has PSN ``psn + i``, the segment at ``offset + i * seg`` of ``data`` (the
+    message's last one may be shorter), EV ``evs[i]``, timestamp ``ts`` and flags
+    ``flags``; the last one also ``last_flags`` (ACK_REQ at a burst's end). ``transmit(i)``
+    is packet i as a ``Transmit``, exactly what the sender would have queued.
+    """
+
+    def __init__(
+        self,
+        commons: Commons,
+        psn: int,
+        msn: int,
+        offset: int,
+        seg: int,
+        data: View,
+        ts: int,
+        ev: Ev,
+    ) -> None:
+        self.commons = commons
+        """The connection's common headers (and ids)."""
+        self.flags = TS
+        self.last_flags = 0
+        self.psn = psn & MASK32
+        """32-bit PSN of the first packet."""
+        self.msn = msn & MASK32
+        self.offset = offset
+        """Offset of the first packet's payload in the message."""
+        self.seg = seg
+        """Segment size: every packet's payload but the message's last is this long."""
+        self.data = data
+        """The whole message."""
+        self.ts = ts
+        self.evs = [ev]
+        """Each packet's EV, in order."""
+
+    def __len__(self) -> int:
+        return len(self.evs)
+
+    def follows(self, psn: int, data: View, offset: int, ts: int) -> bool:
+        """Whether the packet (PSN, message, offset, timestamp) is this run's next."""
+        k = len(self.evs)
+        return (
+            data is self.data
+            and ts == self.ts
+            and offset == self.offset + k * self.seg
+            and psn & MASK32 == (self.psn + k) & MASK32
+        )
+
+    def header(self, i: int) -> DataHeader:
+        off = self.offset + i * self.seg
+        total = self.data.nbytes
+        n = min(self.seg, total - off)
+        flags = self.flags | self.last_flags if i == len(self.evs) - 1 else self.flags
+        return _new_data_header(
+            self.commons.get(_opcode(off, n, total), flags),
+            (self.psn + i) & MASK32, self.msn, off, total, self.ts,
+        )  # fmt: skip
+
+    def payload(self, i: int) -> View:
+        off = self.offset + i * self.seg
+        return self.data[off : min(off + self.seg, self.data.nbytes)]
+
+    def transmit(self, i: int) -> Transmit:
+        """Packet i as the ``Transmit`` the sender would have queued for it."""
+        ev = self.evs[i]
+        return _new_transmit(ev.path, ev.value, self.header(i), self.payload(i), _DSCP_DATA)
+
+    def transmits(self) -> list[Transmit]:
+        return [self.transmit(i) for i in range(len(self.evs))]
+
+
+Outgoing = Transmit | DataRun
+"""An item of a burst the core hands to the IO layer: a packet, or a run of data packets."""
+
+
+def expand_runs(items: list[Outgoing]) -> list[Transmit]:
+    """Every packet of a burst, runs expanded, in order."""
+    out: list[Transmit] = []
+    for item in items:
+        if isinstance(item, DataRun):
+            out.extend(item.transmits())
+        else:
+            out.append(item)
+    return out
+
+
 @dataclass(slots=True, eq=False)
 class PlaneRack:
     """RACK state of one plane (ours): a plane leaves the host through one NIC port, a
@@ -245,19 +337,27 @@ class Sender:
         return self.cc.total
 
     # -- sending ------------------------------------------------------------------------
-    def fill(self, now: float, out: list[Transmit], limit: int) -> None:
-        """Append data packets (retransmissions first) while the windows allow; the last
-        one asks for a SACK at once (ACK_REQ), so the burst's end is acknowledged without
-        waiting for more data or the ack delay."""
+    def fill(self, now: float, out: list[Outgoing], limit: int) -> int:
+        """Append at most ``limit`` data packets (retransmissions first, new data in
+        ``DataRun``s) while the windows allow; the last one asks for a SACK at once
+        (ACK_REQ), so the burst's end is acknowledged without waiting for more data or the
+        ack delay. Returns how many."""
         if self.reorder_deadline <= now:  # SACKs came in since the last decision
             self.detect_losses(now)
         first = len(out)
-        self._fill(now, out, limit)
+        n = self._fill(now, out, limit)
         if len(out) > first:
-            out[-1] = self._asking_ack(out[-1])
+            last = out[-1]
+            if isinstance(last, DataRun):
+                last.last_flags = ACK_REQ
+            else:
+                out[-1] = self._asking_ack(last)
+        return n
 
-    def _fill(self, now: float, out: list[Transmit], limit: int) -> None:
-        while len(out) < limit:
+    def _fill(self, now: float, out: list[Outgoing], limit: int) -> int:
+        n = 0
+        while n < limit:
+            n += 1
             pkt = self._next_rtx()
             if pkt is not None:
                 # a resend waits for room on the fastest plane rather than take a slow one
@@ -265,11 +365,12 @@ class Sender:
                 if not (
                     self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
                 ):
-                    break
+                    return n - 1
                 heapq.heappop(self._rtx)
                 self._send_rtx(pkt, plane, now, out)
             elif not self._send_new(now, out):
-                break
+                return n - 1
+        return n
 
     def _room(self, n: int) -> bool:
         """Whether some plane with usable EVs has window for ``n`` bytes; the others
@@ -291,7 +392,7 @@ class Sender:
             heapq.heappop(self._rtx)
         return None
 
-    def _send_new(self, now: float, out: list[Transmit]) -> bool:
+    def _send_new(self, now: float, out: list[Outgoing]) -> bool:
         if not self.pending or self.snd_nxt - self.snd_una >= self.cfg.reorder_window:
             return False
         msg = self.pending[0]
@@ -318,7 +419,7 @@ class Sender:
         return True
 
     def _send_rtx(
-        self, pkt: SentPacket, plane: int | None, now: float, out: list[Transmit]
+        self, pkt: SentPacket, plane: int | None, now: float, out: list[Outgoing]
     ) -> None:
         old = pkt.ev
         if plane is None:
@@ -331,7 +432,7 @@ class Sender:
         self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
         self._transmit(pkt, now, out, TS | RTX)
 
-    def _transmit(self, pkt: SentPacket, now: float, out: list[Transmit], flags: int) -> None:
+    def _transmit(self, pkt: SentPacket, now: float, out: list[Outgoing], flags: int) -> None:
         self._seq += 1
         pkt.seq, pkt.sent_time = self._seq, now
         self._order.append((self._seq, pkt))
@@ -344,13 +445,24 @@ class Sender:
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
         msg = pkt.msg
+        ts = int(now * 1e9)
+        if flags == TS:  # new data: the next packet of the burst's run, or a new run
+            last = out[-1] if out else None
+            if isinstance(last, DataRun) and last.follows(pkt.psn, msg.data, pkt.offset, ts):
+                last.evs.append(pkt.ev)
+            else:
+                run = DataRun(
+                    self.commons, pkt.psn, msg.msn, pkt.offset, self.mss, msg.data, ts, pkt.ev
+                )
+                out.append(run)
+            return
         header = _new_data_header(
             self.commons.get(pkt.opcode, flags),
             pkt.psn & MASK32,
             msg.msn & MASK32,
             pkt.offset,
             msg.data.nbytes,
-            int(now * 1e9),
+            ts,
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
         out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, _DSCP_DATA))

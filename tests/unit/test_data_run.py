@@ -1,0 +1,147 @@
+"""``DataRun``: the sender's consecutive new data packets handed over as one item, what
+each of its packets is, and its encoding by the burst encoders (C in one call, the
+Python twin packet by packet) against ``wire.encode`` of each packet."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrc_transport import wire
+from mrc_transport.io import batchio
+from mrc_transport.protocol import Config
+from mrc_transport.protocol.commons import ACK_REQ, Commons
+from mrc_transport.protocol.connection import Connection
+from mrc_transport.protocol.ev import Ev
+from mrc_transport.protocol.sender import DataRun, expand_runs
+from mrc_transport.protocol.transmit import Transmit
+from mrc_transport.wire.frames import DataHeader, Flags, Opcode, PathHeader
+from tests.unit.test_protocol_connection import pair
+
+ENCODERS: list[type[batchio.PyBurstEncoder]] = [batchio.PyBurstEncoder]
+if batchio.BACKEND == "c" and wire.BACKEND == "c":
+    ENCODERS.append(batchio.CBurstEncoder)
+
+
+def _established(cfg: Config) -> Connection:
+    fabric, a, b = pair(cfg=cfg)
+    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-3)
+    return client
+
+
+EVS: list[Ev] = list(_established(Config(ev_count=8)).evs.by_value.values())
+
+
+def _run(psn: int, offset: int, seg: int, total: int, count: int, last_flags: int = 0) -> DataRun:
+    evs = EVS
+    data = memoryview(bytes(random.Random(psn).randbytes(total)))
+    run = DataRun(Commons(7, 9), psn, 3, offset, seg, data, 10**9 + 5, evs[0])
+    for i in range(1, count):
+        assert run.follows(psn + i, data, offset + i * seg, 10**9 + 5)
+        run.evs.append(evs[i % len(evs)])
+    run.last_flags = last_flags
+    return run
+
+
+def test_a_runs_packets_are_the_messages_segments_in_order() -> None:
+    run = _run(psn=(1 << 32) - 2, offset=0, seg=1000, total=3500, count=4, last_flags=ACK_REQ)
+    txs = run.transmits()
+    assert [t.header.psn for t in txs] == [(1 << 32) - 2, (1 << 32) - 1, 0, 1]  # wraps
+    assert [h.common.opcode for h in (t.header for t in txs)] == [
+        Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST
+    ]  # fmt: skip
+    assert [len(t.payload) for t in txs] == [1000, 1000, 1000, 500]
+    assert b"".join(bytes(t.payload) for t in txs) == bytes(run.data)
+    assert [t.header.msg_offset for t in txs] == [0, 1000, 2000, 3000]
+    assert [t.header.common.flags for t in txs] == [Flags.TS] * 3 + [Flags.TS | Flags.ACK_REQ]
+    assert [(t.path, t.ev) for t in txs] == [(ev.path, ev.value) for ev in run.evs]
+    assert all(t.header.common.dst_conn == 9 and t.header.common.src_conn == 7 for t in txs)
+
+
+def test_follows_only_the_next_packet_of_the_same_message_and_burst() -> None:
+    run = _run(psn=10, offset=2000, seg=1000, total=9000, count=2)
+    data = run.data
+    assert run.follows(12, data, 4000, run.ts)
+    assert not run.follows(13, data, 4000, run.ts)  # a PSN skipped
+    assert not run.follows(12, data, 5000, run.ts)  # a segment skipped
+    assert not run.follows(12, data, 4000, run.ts + 1)  # another burst
+    assert not run.follows(12, memoryview(bytes(data)), 4000, run.ts)  # another message
+
+
+def test_expand_runs_keeps_order_and_plain_packets() -> None:
+    run = _run(psn=5, offset=0, seg=100, total=250, count=3)
+    probe = run.transmit(0)
+    items: list[Transmit | DataRun] = [probe, run, probe]
+    assert expand_runs(items) == [probe, *run.transmits(), probe]
+
+
+def test_a_burst_of_new_data_is_one_run_asking_for_a_sack_at_its_end() -> None:
+    client = _established(Config(mss=1000, ev_count=8, max_burst=16, nic_rate_bps=1e12))
+    sent = client.counters.packets_sent
+    client.send_message(bytes(20_000), 1.0)
+    burst = client.burst_to_send(1.0)
+    assert [len(item) for item in burst if isinstance(item, DataRun)] == [16]
+    txs = expand_runs(burst)
+    data = [t for t in txs if isinstance(t.header, DataHeader)]
+    assert [t.header.psn for t in data] == [data[0].header.psn + i for i in range(16)]
+    assert [bool(t.header.common.flags & Flags.ACK_REQ) for t in data] == [False] * 15 + [True]
+    assert client.counters.packets_sent - sent == len(txs)  # packets, not items
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+@settings(max_examples=60, deadline=None)
+@given(
+    psn=st.integers(0, (1 << 32) - 1),
+    seg=st.integers(1, 700),
+    total=st.integers(0, 4000),
+    first=st.integers(0, 10),
+    count=st.integers(1, 8),
+    last=st.sampled_from([0, ACK_REQ]),
+)
+def test_add_run_writes_what_wire_encode_writes(
+    make: type[batchio.PyBurstEncoder],
+    psn: int,
+    seg: int,
+    total: int,
+    first: int,
+    count: int,
+    last: int,
+) -> None:
+    n_segs = max(1, -(-total // seg))
+    first = min(first, n_segs - 1)
+    count = min(count, n_segs - first)
+    run = _run(psn, first * seg, seg, total, count, last)
+    path_of = [
+        PathHeader(src=ev.path.src.packed, dst=ev.path.dst.packed, ev=ev.value) for ev in run.evs
+    ]
+    enc = make(16, 2048)
+    enc.add_run(run, path_of)
+    want = [
+        wire.encode(p, t.header, t.payload) for p, t in zip(path_of, run.transmits(), strict=True)
+    ]
+    assert [enc.packet(i) for i in range(len(enc))] == want
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_add_run_fills_the_burst_then_raises_as_add_does(
+    make: type[batchio.PyBurstEncoder],
+) -> None:
+    run = _run(psn=1, offset=0, seg=100, total=1000, count=6)
+    path_of = [
+        PathHeader(src=ev.path.src.packed, dst=ev.path.dst.packed, ev=ev.value) for ev in run.evs
+    ]
+    enc = make(4, 1024)
+    enc.add(path_of[0], run.header(0), run.payload(0))
+    with pytest.raises(ValueError, match="at most 4 packets"):
+        enc.add_run(run, path_of)
+    assert len(enc) == 4
+    assert [enc.packet(i) for i in range(1, 4)] == [
+        wire.encode(path_of[i], run.header(i), run.payload(i)) for i in range(3)
+    ]
+    with pytest.raises(ValueError, match="paths for a run"):
+        enc.add_run(run, path_of[:2])
+    assert isinstance(run.header(0), DataHeader)
