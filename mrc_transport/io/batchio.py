@@ -38,6 +38,7 @@ from typing import Any
 
 from mrc_transport import switched_on, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
+from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun
 from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
 
@@ -63,6 +64,8 @@ Item = tuple[PathHeader, Header, bytes | memoryview]
 RxMeta = tuple[int, int, int, int, int, bytes, bytes]
 """(length, truncated, traffic class, source port, flow label, 16-byte source, 16-byte
 destination) of one datagram, as ``RX_META`` unpacks it."""
+EV_TEMPLATES = 4096
+"""EV templates a ``CBurstEncoder`` keeps before it starts over (a few per connection)."""
 RX_REC = struct.Struct("=bBBxIQIIIIIII16s4x")
 """struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
 RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, bytes]
@@ -352,14 +355,13 @@ class PyBurstEncoder:
         for path, header, payload in items:
             self.add(path, header, payload)
 
-    def add_run(self, run: DataRun, paths: Sequence[PathHeader]) -> None:
+    def add_run(self, run: DataRun, path_of: Callable[[Ev], PathHeader]) -> None:
         """``add`` of each packet of ``run`` (sender.py ``DataRun``), packet i on
-        ``paths[i]`` (the C encoder takes the whole run in one call); raises at the first
-        packet ``add`` would refuse, the ones before it added."""
-        if len(paths) != len(run):
-            raise ValueError(f"{len(paths)} paths for a run of {len(run)} packets")
-        for i, path in enumerate(paths):
-            self.add(path, run.header(i), run.payload(i))
+        ``path_of(run.evs[i])``, which must be the same for an EV every time: the C
+        encoder keeps each EV's template and takes the whole run in one call. Raises at
+        the first packet ``add`` would refuse, the ones before it added."""
+        for i, ev in enumerate(run.evs):
+            self.add(path_of(ev), run.header(i), run.payload(i))
 
     def packet(self, i: int) -> bytes:
         """A copy of packet ``i``."""
@@ -559,6 +561,7 @@ class CBurstEncoder(PyBurstEncoder):
         self._payloads = _ffi.new("char *[]", max_pkts)
         self._lens = _ffi.new("uint32_t[]", max_pkts)
         self._ends = _ffi.new("uint32_t[]", max_pkts + 1)
+        self._ev_templates: dict[int, tuple[Ev, Any]] = {}  # add_run: each EV's template
 
     def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
         kind = type(header)
@@ -628,16 +631,17 @@ class CBurstEncoder(PyBurstEncoder):
             run.append(item)
         self._encode_run(run, keep)
 
-    def add_run(self, run: DataRun, paths: Sequence[PathHeader]) -> None:
-        n = len(run)
-        if len(paths) != n:
-            raise ValueError(f"{len(paths)} paths for a run of {n} packets")
+    def add_run(self, run: DataRun, path_of: Callable[[Ev], PathHeader]) -> None:
+        evs = run.evs
+        n = len(evs)
         k = min(n, self.max_pkts - len(self))  # the rest goes through add, which refuses
-        templates, tmpls = self._templates, self._tmpls
+        cache, tmpls = self._ev_templates, self._tmpls
         for i in range(k):
-            path = paths[i]
-            hit = templates.get(id(path))
-            tmpls[i] = hit[1] if hit is not None and hit[0] is path else self._template(path)
+            ev = evs[i]
+            hit = cache.get(id(ev))  # the EV itself is kept: its id is not reused meanwhile
+            tmpls[i] = (
+                hit[1] if hit is not None and hit[0] is ev else self._ev_template(ev, path_of)
+            )
         off, commons, data = self.offsets[-1], run.commons, run.data
         done = _lib.mrc_encode_data_run(
             self._c_buf + off, self.cap - off, self.max_len, tmpls, k,
@@ -647,7 +651,14 @@ class CBurstEncoder(PyBurstEncoder):
         )  # fmt: skip
         self.offsets += [off + end for end in _ffi.unpack(self._ends, done + 1)[1:]]
         for i in range(done, n):
-            self.add(paths[i], run.header(i), run.payload(i))
+            self.add(path_of(evs[i]), run.header(i), run.payload(i))
+
+    def _ev_template(self, ev: Ev, path_of: Callable[[Ev], PathHeader]) -> Any:
+        if len(self._ev_templates) >= EV_TEMPLATES:
+            self._ev_templates.clear()  # connections come and go: start over
+        template = self._template(path_of(ev))
+        self._ev_templates[id(ev)] = (ev, template)
+        return template
 
     def _encode_run(self, run: list[Item], keep: list[Any]) -> None:
         """Encode the packed run after the packets already in; what C could not encode

@@ -59,6 +59,7 @@ from mrc_transport.io import batchio, linkwatch
 from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
 from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
+from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, Outgoing
 from mrc_transport.wire.frames import (
     DATA_HEADER_LEN,
@@ -548,6 +549,10 @@ class MrcEndpoint:
             self._plane_set.add(path.plane)
         return cached[1]
 
+    def _data_header(self, ev: Ev) -> PathHeader:
+        """The PathHeader of a data packet on ``ev``."""
+        return self._header(ev.path, ev.value, DSCP_DATA)
+
     def _transmit(self, out: Sequence[Outgoing]) -> int:
         """Encode and send one burst; returns its bytes on the wire.
 
@@ -586,7 +591,7 @@ class MrcEndpoint:
                 if txs:
                     enc.add_many([(header(t.path, t.ev, t.dscp), t.header, t.payload) for t in txs])
                     txs = []
-                enc.add_run(item, [header(ev.path, ev.value, DSCP_DATA) for ev in item.evs])
+                enc.add_run(item, self._data_header)
             else:
                 txs.append(item)
         if txs:
