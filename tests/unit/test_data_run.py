@@ -4,7 +4,10 @@ Python twin packet by packet) against ``wire.encode`` of each packet."""
 
 from __future__ import annotations
 
+import os
 import random
+import select
+import socket
 
 import pytest
 from hypothesis import given, settings
@@ -12,13 +15,14 @@ from hypothesis import strategies as st
 
 from mrc_transport import wire
 from mrc_transport.io import batchio
+from mrc_transport.io.sockets import open_rx
 from mrc_transport.protocol import Config
 from mrc_transport.protocol.commons import ACK_REQ, Commons
 from mrc_transport.protocol.connection import Connection
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, expand_runs
 from mrc_transport.protocol.transmit import Transmit
-from mrc_transport.wire.frames import DataHeader, Flags, Opcode, PathHeader
+from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, PathHeader, ProbeHeader
 from tests.unit.test_protocol_connection import pair
 
 ENCODERS: list[type[batchio.PyBurstEncoder]] = [batchio.PyBurstEncoder]
@@ -152,3 +156,47 @@ def test_add_run_fills_the_burst_then_raises_as_add_does(
         wire.encode(path_of[i], run.header(i), run.payload(i)) for i in range(3)
     ]
     assert isinstance(run.header(0), DataHeader)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
+@pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
+def test_a_run_sent_arrives_whole_and_checksummed(make: type[batchio.PyBurstEncoder]) -> None:
+    """Through a raw socket to a UDP socket, which checks each packet's checksum; a
+    control packet first, and the burst reused after ``clear``."""
+    rx = open_rx(0, "::1")
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        port = rx.getsockname()[1]
+        loop = socket.inet_pton(socket.AF_INET6, "::1")
+
+        made: dict[int, PathHeader] = {}  # one per EV, as an endpoint's cache
+
+        def to_rx(ev: Ev) -> PathHeader:
+            if ev.value not in made:
+                made[ev.value] = PathHeader(src=loop, dst=loop, ev=ev.value, dport=port)
+            return made[ev.value]
+
+        run = _run(psn=40, offset=0, seg=300, total=2000, count=7)
+        probe = ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 7, 9), 1, 2, 3)
+        enc = make(16, 1500)
+        for _ in range(2):  # the second time over a cleared buffer
+            enc.clear()
+            enc.add(to_rx(EVS[0]), probe)
+            enc.add_run(run, to_rx)
+            assert enc.nbytes == sum(len(enc.packet(i)) for i in range(len(enc)))
+            assert enc.send(raw, 3) == 5
+            assert enc.send(raw) == 8
+        want = [wire.encode(to_rx(EVS[0]), probe)[48:]] + [
+            wire.encode(to_rx(ev), run.header(i), run.payload(i))[48:]
+            for i, ev in enumerate(run.evs)
+        ]
+        got: list[bytes] = []
+        receiver = batchio.PyBurstReceiver(64, 2048)
+        while len(got) < 26:
+            assert select.select([rx], [], [], 2.0)[0], f"only {len(got)} arrived"
+            for i, meta in enumerate(receiver.recv(rx)):
+                got.append(bytes(receiver.view[i * 2048 : i * 2048 + meta[0]]))
+        assert got == (want[3:] + want) * 2
+    finally:
+        rx.close()
+        raw.close()
