@@ -6,8 +6,10 @@ The sans-IO core (mrc_transport/protocol) does the protocol; this module only mo
 bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
 ``serve()`` opens (trio ``_dtls.py`` is the model):
 
-- the main task loops: receive what is waiting (at most ``RECV_BURST`` datagrams, each
-  decoded with the untrusted decoder: a BadPacket is counted by reason and dropped) ->
+- the main task loops: receive what is waiting (at most ``RECV_BURST`` datagrams,
+  decoded by one C call per burst, data packets handed to the core as their fields, the
+  rest decoded one by one with the untrusted decoder: a BadPacket is counted by reason
+  and dropped) ->
   one pump -> again at once while there is more to do, else wait until the socket is
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
   or closed), whichever comes first. It never spins.
@@ -15,8 +17,8 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   port's queue is full): it waits and flushes the backlogs, each port's in order.
 
 One pump = ``handle_timer`` if due -> route events to connection handles -> one burst of
-``datagrams_to_send`` (at most ``IO_MAX_BURST`` data packets per connection) -> encode
-into one reusable buffer -> ``send_raw6``. Receiving comes first in every turn, so SACKs
+``burst_to_send`` (at most ``IO_MAX_BURST`` data packets per connection, new data as
+``DataRun``s) -> encode into one reusable buffer (a run in one C call) -> ``send_raw6``. Receiving comes first in every turn, so SACKs
 waiting in the socket are processed before a timer can declare their packets lost, and
 each burst reads the clock anew, so a packet's timestamp is within one burst of its real
 send time (encode + send of a 9 KB packet through the lab costs tens of microseconds).
