@@ -18,10 +18,11 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
 
 One pump = ``handle_timer`` if due -> route events to connection handles -> one burst of
 ``burst_to_send`` (at most ``IO_MAX_BURST`` data packets per connection, new data as
-``DataRun``s) -> encode into one reusable buffer (a run in one C call) -> ``send_raw6``. Receiving comes first in every turn, so SACKs
-waiting in the socket are processed before a timer can declare their packets lost, and
-each burst reads the clock anew, so a packet's timestamp is within one burst of its real
-send time (encode + send of a 9 KB packet through the lab costs tens of microseconds).
+``DataRun``s) -> encode into one reusable buffer (a run in one C call) -> ``send_raw6``.
+Receiving comes first in every turn, so SACKs waiting in the socket are processed before
+a timer can declare their packets lost, and each burst reads the clock anew, so a
+packet's timestamp is within one burst of its real send time (encode + send of a 9 KB
+packet through the lab costs tens of microseconds).
 Bursts are paced at the NIC rate (``Config.nic_rate_bps``), as a NIC would send them.
 Time is ``time.monotonic()`` (the lab's fault log uses the same clock), converted to
 trio's clock for deadlines.

@@ -45,6 +45,14 @@ class Scheduler:
         """A SACK reflected ``ev`` without ECN."""
 
 
+class Credit:
+    """A plane's credit in the smooth weighted round robin: compiled, a float attribute is
+    a C double, where a dict of floats allocates one per update (three per packet)."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+
 class RandomScheduler(Scheduler):
     """Pseudo-random over the usable EVs of a plane (paper: every packet a different random
     EV), the planes in smooth weighted round robin by their usable EVs (ours).
@@ -61,7 +69,7 @@ class RandomScheduler(Scheduler):
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        self._credit: dict[int, float] = {}
+        self._credit: dict[int, Credit] = {}
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
         mine = self._plane(evs)
@@ -79,7 +87,7 @@ class RandomScheduler(Scheduler):
     def _plane(self, evs: EvSet) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx),
         leaving out ``EvSet.skip_planes`` (full window, busy local port)."""
-        credit, best, best_credit, total = self._credit, -1, 0.0, 0.0
+        credits, best, top, total = self._credit, -1, None, 0.0
         marked, skip = evs.plane_marked, evs.skip_planes()
         usable = evs.usable_by_plane
         for plane in evs.planes:
@@ -90,12 +98,15 @@ class RandomScheduler(Scheduler):
             # its weight falls with the marked fraction (cc/planes.py; ours)
             weight = n * (1.0 - marked.get(plane, 0.0))
             total += weight
-            c = credit[plane] = credit.get(plane, 0) + weight
-            if best < 0 or c > best_credit:
-                best, best_credit = plane, c
-        if best < 0:
+            c = credits.get(plane)
+            if c is None:
+                c = credits[plane] = Credit()
+            c.value += weight
+            if top is None or c.value > top.value:
+                best, top = plane, c
+        if top is None:
             return []
-        credit[best] -= total
+        top.value -= total
         return usable[best]
 
 
