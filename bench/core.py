@@ -1,14 +1,19 @@
 """Protocol core throughput: data packets per CPU second on each side of a connection.
 
-The sender side is ``send_message`` + ``datagrams_to_send`` (segmentation, EV choice,
-headers) + SACK processing; the receiver side is ``receive`` of data (placement, SACK
-decisions) + building its SACKs. Two cores are pumped in memory with explicit times (no
-loss, fixed window), and the CPU time of each side is measured separately.
+The core is driven through the entry points the socket endpoint uses. The sender side is
+``send_message`` + ``burst_to_send`` (segmentation, EV choice, new data as ``DataRun``s) +
+SACK processing; the receiver side is ``receive_data`` of each data packet (placement,
+SACK decisions) + building its SACKs. Two cores are pumped in memory with explicit times
+(no loss), and the CPU time of each side is measured separately.
 
-Each mode runs side by side in one process: the core alone (frames handed over as
-objects), then the core with every packet encoded and decoded through each codec backend
-available (pure Python, and C when ``mrc_transport.wire.BACKEND == "c"``), so the IO layer
-knows its per-core packet budget. Ratios are printed against the core alone.
+Each mode runs side by side in one process: the core alone (runs handed over as objects,
+each data packet's fields read from its run), then the core with every packet going
+through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
+``add_many``, then ``records`` of the UDP payloads as a socket would deliver them) in each
+backend available (the pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the
+IO layer knows its per-core packet budget. Moving the bytes from one side's encoder to the
+other's receive slots (the kernel's work) is not counted. Ratios are printed against the
+core alone.
 
 When the compiled core is live (csrc/build_core.py), the same modes run again in a child
 process with the core from its source (``MRC_CORE_SOURCE=1``, the C codec as built), and
@@ -22,26 +27,23 @@ the ratio of the two is printed: what the compilation buys, measured side by sid
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv6Address
-from types import ModuleType
 
 from mrc_transport import wire
+from mrc_transport.io import batchio
 from mrc_transport.io.endpoint import io_config
-from mrc_transport.protocol import COMPILED, Config, Endpoint, Transmit
-from mrc_transport.wire import codec, frames
+from mrc_transport.protocol import COMPILED, Config, Endpoint
+from mrc_transport.protocol.ev import Ev
+from mrc_transport.protocol.sender import DataRun, Outgoing
+from mrc_transport.wire import frames
 from srv6.path import SrPath
-
-Encode = Callable[[Transmit], object]
-Decode = Callable[[object], frames.Packet]
 
 
 def sr_paths(src: int, dst: int, planes: int = 2, per_plane: int = 4) -> list[SrPath]:
@@ -54,45 +56,138 @@ def sr_paths(src: int, dst: int, planes: int = 2, per_plane: int = 4) -> list[Sr
 
 
 _PATHS: dict[tuple[SrPath, int, int], frames.PathHeader] = {}
+_SRCS: dict[SrPath, bytes] = {}
 
 
-def _path(tx: Transmit) -> frames.PathHeader:
-    """One PathHeader per (path, EV, DSCP), as an IO layer would keep them: the C codec
-    caches its header template per PathHeader object, and rebuilding it per packet costs
-    more than the encode itself."""
-    key = (tx.path, tx.ev, tx.dscp)
+def _path(path: SrPath, ev: int, dscp: int) -> frames.PathHeader:
+    """One PathHeader per (path, EV, DSCP), as the endpoint keeps them: the C codec caches
+    its header template per PathHeader object, and rebuilding it per packet costs more
+    than the encode itself."""
+    key = (path, ev, dscp)
     ph = _PATHS.get(key)
     if ph is None:
-        ph = _PATHS[key] = frames.PathHeader(
-            tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp
-        )
+        ph = _PATHS[key] = frames.PathHeader(path.src.packed, path.dst.packed, ev=ev, dscp=dscp)
     return ph
 
 
-def as_objects() -> tuple[Encode, Decode]:
-    """Hand the frame over as it is (the core alone)."""
-
-    def encode(tx: Transmit) -> object:
-        return frames.Packet(_path(tx), tx.header, bytes(tx.payload))
-
-    def decode(obj: object) -> frames.Packet:
-        assert isinstance(obj, frames.Packet)
-        return obj
-
-    return encode, decode
+def _data_path(ev: Ev) -> frames.PathHeader:
+    return _path(ev.path, ev.value, frames.DSCP_DATA)
 
 
-def through(backend: ModuleType) -> tuple[Encode, Decode]:
-    """Encode to bytes on the sending side, decode on the receiving side, with ``backend``."""
+def _src(path: SrPath) -> bytes:
+    src = _SRCS.get(path)
+    if src is None:
+        src = _SRCS[path] = path.src.packed
+    return src
 
-    def encode(tx: Transmit) -> object:
-        return backend.encode(_path(tx), tx.header, tx.payload)
 
-    def decode(obj: object) -> frames.Packet:
-        packet: frames.Packet = backend.decode_untrusted(obj)
-        return packet
+DataFields = tuple[int, bytes, int, bool, int, int, int, int, int, int, bytes]
+"""``Endpoint.receive_data``'s arguments but the time."""
 
-    return encode, decode
+
+class Objects:
+    """The core alone: a burst handed over as it is; each data packet of a run given to
+    the receiving core as its fields and a copy of its payload, made in the untimed
+    hand-over (the kernel's copy into a socket's slot)."""
+
+    name = "core alone"
+
+    def send(self, items: list[Outgoing]) -> object:
+        return items
+
+    def carry(self, sent: object) -> object:
+        assert isinstance(sent, list)
+        out: list[DataFields | frames.Packet] = []
+        for item in sent:
+            if not isinstance(item, DataRun):
+                path = _path(item.path, item.ev, item.dscp)
+                out.append(frames.Packet(path, item.header, bytes(item.payload)))
+                continue
+            conn, total, last = item.commons.dst_conn, item.data.nbytes, len(item) - 1
+            for i, ev in enumerate(item.evs):
+                off = item.offset + i * item.seg
+                flags = item.flags | item.last_flags if i == last else item.flags
+                out.append((
+                    conn, _src(ev.path), ev.value, False, flags, (item.psn + i) & 0xFFFFFFFF,
+                    item.msn, off, total, item.ts, bytes(item.data[off : off + item.seg]),
+                ))  # fmt: skip
+        return out
+
+    def deliver(self, carried: object, core: Endpoint, now: float) -> None:
+        assert isinstance(carried, list)
+        for item in carried:
+            if isinstance(item, frames.Packet):
+                core.receive(item, now)
+            else:
+                conn, src, ev, ce, flags, psn, msn, off, total, ts, payload = item
+                core.receive_data(conn, src, ev, ce, flags, psn, msn, off, total, ts, payload, now)
+
+
+class Codec:
+    """The endpoint's encoding and decoding: a burst into one buffer by a burst encoder
+    (``add_run``, ``add_many``), its UDP payloads into a burst receiver's slots as a
+    socket delivers them (not counted), decoded by ``records``: data packets to the core as
+    fields, the rest one at a time (io/endpoint.py ``_receive_ready``)."""
+
+    def __init__(
+        self,
+        name: str,
+        encoder: type[batchio.PyBurstEncoder],
+        receiver: type[batchio.PyBurstReceiver],
+        max_pkts: int,
+        mss: int,
+    ) -> None:
+        self.name = name
+        self.enc = encoder(max_pkts, mss + 256)  # + IPv6, UDP and MRC headers
+        self.rx = receiver(max_pkts, mss + 256)
+        self.metas: list[batchio.RxMeta] = []
+
+    def send(self, items: list[Outgoing]) -> object:
+        enc = self.enc
+        enc.clear()
+        for item in items:
+            if isinstance(item, DataRun):
+                enc.add_run(item, _data_path)
+            else:
+                enc.add(_path(item.path, item.ev, item.dscp), item.header, item.payload)
+        return enc
+
+    def carry(self, sent: object) -> object:
+        """What the kernel does: each packet's UDP payload into a slot, with the metadata
+        a socket reports (IPv6 + UDP headers are 48 bytes on these paths)."""
+        enc, rx = self.enc, self.rx
+        self.metas = []
+        for i in range(len(enc)):
+            pkt = enc.packet(i)
+            rx.view[i * rx.slot_size : i * rx.slot_size + len(pkt) - 48] = pkt[48:]
+            first, sport = int.from_bytes(pkt[:4], "big"), int.from_bytes(pkt[40:42], "big")
+            tclass, flow = (first >> 20) & 0xFF, first & 0xFFFFF
+            self.metas.append((len(pkt) - 48, 0, tclass, sport, flow, pkt[8:24], pkt[24:40]))
+        return self.metas
+
+    def deliver(self, carried: object, core: Endpoint, now: float) -> None:
+        rx = self.rx
+        view = rx.view
+        for i, rec in enumerate(rx.records(self.metas)):
+            kind, flags, ce, conn, ts, ev, psn, msn, off, size, at, n, src = rec
+            if kind == batchio.RX_DATA:
+                payload = view[at : at + n]
+                core.receive_data(
+                    conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now
+                )
+                continue
+            n, _, tclass, sport, flow, src, dst = rx.meta(i)
+            slot = view[i * rx.slot_size : i * rx.slot_size + n]
+            core.receive(
+                wire.decode_datagram_untrusted(
+                    slot, src=src, dst=dst, sport=sport, dport=frames.MRC_UDP_PORT,
+                    tclass=tclass, flow_label=flow,
+                ),
+                now,
+            )  # fmt: skip
+
+
+Link = Objects | Codec
 
 
 @dataclass
@@ -132,9 +227,8 @@ def setup(name: str, mss: int) -> Setup:
     return Setup(io_config(Config(mss=mss, nic_rate_bps=8e9, rcvbuf=1 << 30)), 2, 200e-6)
 
 
-def run(trip: tuple[Encode, Decode], nbytes: int, how: Setup) -> Result:
+def run(link: Link, nbytes: int, how: Setup) -> Result:
     """One transfer of ``nbytes``; CPU seconds spent on each side."""
-    encode, decode = trip
     cfg = how.cfg
     client = Endpoint(cfg, random.Random(1))
     server = Endpoint(cfg, random.Random(2), lambda ph: sr_paths(2, 1, per_plane=how.per_plane))
@@ -148,31 +242,33 @@ def run(trip: tuple[Encode, Decode], nbytes: int, how: Setup) -> Result:
         if conn.state.value == "established" and not sent:
             conn.send_message(data, now)
             sent = True
-        to_server = [encode(tx) for tx in client.datagrams_to_send(now)]
+        out = link.send(client.burst_to_send(now))
         t1 = clock()
-        for p in to_server:
-            server.receive(decode(p), now)
+        carried = link.carry(out)
+        t2 = clock()
+        link.deliver(carried, server, now)
         if (t := server.get_timer()) is not None and t <= now:
             server.handle_timer(now)
-        to_client = [encode(tx) for tx in server.datagrams_to_send(now)]
+        back = link.send(list(server.datagrams_to_send(now)))
         while (event := server.next_event()) is not None:
             got += type(event).__name__ == "MessageReceived" and sent
-        t2 = clock()
-        for p in to_client:
-            client.receive(decode(p), now)
+        t3 = clock()
+        carried = link.carry(back)
+        t4 = clock()
+        link.deliver(carried, client, now)
         if (t := client.get_timer()) is not None and t <= now:
             client.handle_timer(now)
         while client.next_event() is not None:
             pass
-        t3 = clock()
-        cpu_s += (t1 - t0) + (t3 - t2)
-        cpu_r += t2 - t1
+        t5 = clock()
+        cpu_s += (t1 - t0) + (t5 - t4)
+        cpu_r += t3 - t2
         now += how.step
     return Result(conn.counters.data_sent, cpu_s, cpu_r)
 
 
-def best(trip: tuple[Encode, Decode], nbytes: int, how: Setup, repeats: int) -> Result:
-    runs = [run(trip, nbytes, how) for _ in range(repeats)]
+def best(link: Link, nbytes: int, how: Setup, repeats: int) -> Result:
+    runs = [run(link, nbytes, how) for _ in range(repeats)]
     return Result(
         runs[0].data_packets,
         min(r.sender_cpu for r in runs),
@@ -186,17 +282,21 @@ def measure(args: argparse.Namespace) -> tuple[int, list[tuple[str, Result]]]:
     how = setup(args.config, mss)
     nbytes = (4 if args.quick else 24) * 1_000_000 * (mss // 1200 if args.config == "perf" else 1)
     repeats = 1 if args.quick else 3
-    modes = [("core alone", as_objects()), ("core + python codec", through(codec))]
-    if wire.BACKEND == "c":
-        fast = importlib.import_module("mrc_transport.wire.fast")
-        modes.append(("core + C codec", through(fast)))
+    burst = 2 * how.cfg.max_burst + 64  # the client's data and control, or the server's SACKs
+    modes: list[Link] = [
+        Objects(),
+        Codec("core + python codec", batchio.PyBurstEncoder, batchio.PyBurstReceiver, burst, mss),
+    ]
+    if batchio.BurstEncoder is batchio.CBurstEncoder:
+        c = Codec("core + C codec", batchio.CBurstEncoder, batchio.CBurstReceiver, burst, mss)
+        modes.append(c)
     else:
         print("C fast path not built: pure-Python figures only")
     print(
         f"{nbytes / 1e6:.0f} MB, MSS {mss}, config {args.config}, best of {repeats}; "
         "data packets per CPU second"
     )
-    return mss, [(name, best(trip, nbytes, how, repeats)) for name, trip in modes]
+    return mss, [(link.name, best(link, nbytes, how, repeats)) for link in modes]
 
 
 def interpreted(argv: list[str]) -> list[tuple[str, Result]]:
