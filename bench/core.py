@@ -38,7 +38,7 @@ from ipaddress import IPv6Address
 
 from mrc_transport import wire
 from mrc_transport.io import batchio
-from mrc_transport.io.endpoint import io_config
+from mrc_transport.io.endpoint import hand_over, io_config
 from mrc_transport.protocol import COMPILED, Config, Endpoint
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, Outgoing
@@ -126,8 +126,8 @@ class Objects:
 class Codec:
     """The endpoint's encoding and decoding: a burst into one buffer by a burst encoder
     (``add_run``, ``add_many``), its UDP payloads into a burst receiver's slots as a
-    socket delivers them (not counted), decoded by ``records``: data packets to the core as
-    fields, the rest one at a time (io/endpoint.py ``_receive_ready``)."""
+    socket delivers them (not counted), decoded by ``records``: data packets and SACKs to
+    the core as fields, the rest one at a time (io/endpoint.py ``_receive_ready``)."""
 
     def __init__(
         self,
@@ -169,12 +169,7 @@ class Codec:
         rx = self.rx
         view = rx.view
         for i, rec in enumerate(rx.records(self.metas)):
-            kind, flags, ce, conn, ts, ev, psn, msn, off, size, at, n, src = rec
-            if kind == batchio.RX_DATA:
-                payload = view[at : at + n]
-                core.receive_data(
-                    conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now
-                )
+            if hand_over(core, rec, view, now):
                 continue
             n, _, tclass, sport, flow, src, dst = rx.meta(i)
             slot = view[i * rx.slot_size : i * rx.slot_size + n]

@@ -679,14 +679,28 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
         struct cursor c = {(const uint8_t *)buf + i * slot_size, 0, m->len};
         struct mrc_decoded d;
         memset(&d, 0, sizeof(d));
-        if (decode_mrc(&c, &d) < 0 || !is_data(d.hdr.opcode))
+        if (decode_mrc(&c, &d) < 0)
             continue;
         const struct mrc_header *h = &d.hdr;
-        r->kind = MRC_RX_DATA;
         r->flags = h->flags;
         r->ce = (m->tclass & 3) == 3;  /* RFC 3168 section 5: CE is 0b11 */
         r->dst_conn = h->dst_conn;
         r->ts = h->ts;
+        memcpy(r->src, m->src, 16);
+        if (h->opcode == OP_SACK || h->opcode == OP_ACK) {
+            r->kind = MRC_RX_SACK;
+            r->bitmap = h->bitmap;
+            r->ev = h->ev;
+            r->psn = h->cum_psn;
+            r->msn = h->sack_base;
+            r->msg_len = h->rwnd;
+            continue;
+        }
+        if (!is_data(h->opcode)) {
+            memset(r, 0, sizeof(*r));
+            continue;
+        }
+        r->kind = MRC_RX_DATA;
         r->ev = (uint32_t)m->sport << 16 | (m->flow_label & 0xffff);
         r->psn = h->psn;
         r->msn = h->msn;
@@ -694,7 +708,6 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
         r->msg_len = h->msg_len;
         r->payload_off = (uint32_t)(i * slot_size + d.payload_off);
         r->payload_len = d.payload_len;
-        memcpy(r->src, m->src, 16);
     }
     return (int)count;
 }

@@ -235,10 +235,13 @@ struct mrc_rx_meta {
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
 
-/* One received datagram as the endpoint's receive loop reads it (64 bytes; batchio.py's
- * RX_REC "=bBBxIQIIIIIII16s4x"). A data packet (kind MRC_RX_DATA) carries its fields;
- * anything else (kind MRC_RX_OTHER: control packets, malformed or cut datagrams) only
- * its kind, and the endpoint decodes it one at a time, which names what is wrong. */
+/* One received datagram as the endpoint's receive loop reads it (72 bytes; batchio.py's
+ * RX_REC "=bBBxIQQIIIIIII16s4x"). A data packet (kind MRC_RX_DATA) carries its fields, a
+ * SACK or ACK (MRC_RX_SACK) its own in the same slots: psn the cumulative PSN, msn the
+ * SACK base, msg_len the window, ev the EV it reflects (a data packet's ev is the EV it
+ * arrived on). Anything else (MRC_RX_OTHER: other control packets, malformed or cut
+ * datagrams) only its kind, and the endpoint decodes it one at a time, which names what
+ * is wrong. */
 struct mrc_rx_rec {
     int8_t kind;
     uint8_t flags;
@@ -246,7 +249,8 @@ struct mrc_rx_rec {
     uint8_t pad;
     uint32_t dst_conn;
     uint64_t ts;
-    uint32_t ev;             /* source port << 16 | low 16 bits of the flow label */
+    uint64_t bitmap;         /* SACK */
+    uint32_t ev;             /* data: source port << 16 | low 16 bits of the flow label */
     uint32_t psn;
     uint32_t msn;
     uint32_t msg_offset;
@@ -258,6 +262,7 @@ struct mrc_rx_rec {
 
 #define MRC_RX_OTHER 0
 #define MRC_RX_DATA 1
+#define MRC_RX_SACK 2
 
 /* Decode the count datagrams of one receive burst (datagram i at buf[i * slot_size], its
  * record meta[i], as mrc_recv_meta left them) into out[i], checked as mrc_decode_mrc

@@ -66,14 +66,16 @@ RxMeta = tuple[int, int, int, int, int, bytes, bytes]
 destination) of one datagram, as ``RX_META`` unpacks it."""
 EV_TEMPLATES = 4096
 """EV templates a ``CBurstEncoder`` keeps before it starts over (a few per connection)."""
-RX_REC = struct.Struct("=bBBxIQIIIIIII16s4x")
+RX_REC = struct.Struct("=bBBxIQQIIIIIII16s4x")
 """struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
-RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, bytes]
-"""(kind, flags, ce, dst_conn, ts, ev, psn, msn, msg_offset, msg_len, payload offset,
-payload length, 16-byte source) of one datagram, as ``RX_REC`` unpacks it: the fields of a
-data packet (kind ``RX_DATA``), or only ``RX_OTHER`` for anything else."""
-RX_OTHER, RX_DATA = 0, 1
-_NOT_DATA: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
+RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
+"""(kind, flags, ce, dst_conn, ts, bitmap, ev, psn, msn, msg_offset, msg_len, payload
+offset, payload length, 16-byte source) of one datagram, as ``RX_REC`` unpacks it: the
+fields of a data packet (kind ``RX_DATA``); of a SACK or ACK (``RX_SACK``) in the same
+slots, psn the cumulative PSN, msn the SACK base, msg_len the window and ev the EV it
+reflects; or only ``RX_OTHER`` for anything else."""
+RX_OTHER, RX_DATA, RX_SACK = 0, 1, 2
+_NOT_DATA: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
 
 
 def _load() -> tuple[Any, Any]:
@@ -288,12 +290,18 @@ class PyBurstReceiver:
         except wire.BadPacket:
             return _NOT_DATA
         h = packet.header
+        ce = int(packet.path.ecn == Ecn.CE)
+        if type(h) is SackHeader:
+            c = h.common
+            return (
+                RX_SACK, int(c.flags), ce, c.dst_conn, h.ts, h.bitmap, h.ev, h.cum_psn,
+                h.sack_base, 0, h.rwnd, 0, 0, src,
+            )  # fmt: skip
         if type(h) is not DataHeader:
             return _NOT_DATA
         c, size = h.common, len(packet.payload)
-        ce = int(packet.path.ecn == Ecn.CE)
         return (
-            RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, packet.path.ev, h.psn, h.msn,
+            RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, 0, packet.path.ev, h.psn, h.msn,
             h.msg_offset, h.msg_len, off + n - size, size, src,
         )  # fmt: skip
 

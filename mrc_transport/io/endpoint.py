@@ -403,9 +403,10 @@ class MrcEndpoint:
     def _receive_ready(self, rx: socket.socket) -> int:
         """Hand every datagram waiting (at most RECV_BURST) to the core; how many.
 
-        Data packets go to the core as the fields the burst decoder read out of them, the
-        payload a view of its slot (the core copies it into its message before the next
-        burst reuses the slot); anything else is decoded one at a time (``_receive_one``)."""
+        Data packets and SACKs go to the core as the fields the burst decoder read out of
+        them, a payload as a view of its slot (the core copies it into its message before
+        the next burst reuses the slot); anything else is decoded one at a time
+        (``_receive_one``)."""
         burst = self._rx_burst
         recs = burst.recv_records(rx)
         if not recs:
@@ -413,14 +414,11 @@ class MrcEndpoint:
         now = self.clock()
         self.received += len(recs)
         self.receive_bursts += 1
-        receive_data, view = self.core.receive_data, burst.view
-        for i, (kind, flags, ce, conn, ts, ev, psn, msn, off, size, at, n, src) in enumerate(recs):
+        core, view = self.core, burst.view
+        for i, rec in enumerate(recs):
             if (i + 1) % RX_FLUSH == 0:
                 self._flush_control()
-            if kind == batchio.RX_DATA:
-                payload = view[at : at + n]
-                receive_data(conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
-            else:
+            if not hand_over(core, rec, view, now):
                 self._receive_one(burst, i, now)
         return len(recs)
 
@@ -565,7 +563,8 @@ class MrcEndpoint:
         not take at once become ``Queued`` items, copied out of the buffer, for ``_send``
         and the backlogs.
         """
-        nbytes, chunk, count = 0, list[Outgoing](), 0
+        chunk: list[Outgoing] = []
+        nbytes, count = 0, 0
         for item in out:
             if type(item) is DataRun and len(item) > TX_BURST:  # a Config.max_burst above it
                 items: list[Outgoing] = list(item.transmits())
@@ -588,7 +587,8 @@ class MrcEndpoint:
         if enc is None:
             enc = self._tx_burst = batchio.BurstEncoder(TX_BURST)
         enc.clear()
-        header, txs = self._header, list[Transmit]()
+        header = self._header
+        txs: list[Transmit] = []
         for item in chunk:
             if isinstance(item, DataRun):
                 if txs:
@@ -709,6 +709,20 @@ class MrcEndpoint:
             "unknown_connection": c.unknown_connection,
             "setup_refused": c.setup_refused,
         }
+
+
+def hand_over(core: Endpoint, rec: batchio.RxRec, view: memoryview, now: float) -> bool:
+    """Give the core a data packet or SACK as its decoded record's fields (a payload as a
+    view of its slot in ``view``); False for any other record, which the caller decodes."""
+    kind, flags, ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = rec
+    if kind == batchio.RX_DATA:
+        payload = view[at : at + n]
+        core.receive_data(conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
+    elif kind == batchio.RX_SACK:
+        core.receive_sack(conn, src, flags, psn, msn, bitmap, ev, ts, size, now)
+    else:
+        return False
+    return True
 
 
 def _nth(chunk: list[Outgoing], i: int) -> Transmit:

@@ -492,6 +492,27 @@ class Connection:
             return
         self.sender.on_sack(h, now)
 
+    def receive_sack(
+        self,
+        src: bytes,
+        flags: int,
+        cum_psn: int,
+        sack_base: int,
+        bitmap: int,
+        ev: int,
+        ts: int,
+        rwnd: int,
+        now: float,
+    ) -> None:
+        """``receive`` of a SACK or ACK given as its source address and fields (``ev``: the
+        EV it reflects), as the endpoint's burst decoder reads them (Sender.sack)."""
+        self.counters.packets_received += 1
+        self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
+        if self.state not in SENDING:
+            self.counters.wrong_state += 1
+            return
+        self.sender.sack(flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
+
     def _on_nack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
         if not isinstance(h, frames.NackHeader) or self.state not in SENDING:

@@ -106,6 +106,26 @@ class Endpoint:
             return
         conn.receive_data(src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now)
 
+    def receive_sack(
+        self,
+        dst_conn: int,
+        src: bytes,
+        flags: int,
+        cum_psn: int,
+        sack_base: int,
+        bitmap: int,
+        ev: int,
+        ts: int,
+        rwnd: int,
+        now: float,
+    ) -> None:
+        """``receive`` of a SACK or ACK given as its fields (Connection.receive_sack)."""
+        conn = self.connections.get(dst_conn)
+        if conn is None:
+            self.counters.unknown_connection += 1
+            return
+        conn.receive_sack(src, flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
+
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:
         known = self._by_peer.get(h.common.src_conn)
         if known is not None:

@@ -4,6 +4,7 @@ the C decoder (csrc/mrc_fast.c ``mrc_decode_rx_burst``) against its Python twin.
 
 from __future__ import annotations
 
+import dataclasses
 import select
 import socket
 
@@ -21,6 +22,7 @@ from mrc_transport.wire.frames import (
     Opcode,
     PathHeader,
     ProbeHeader,
+    SackHeader,
 )
 
 SLOT = 1024
@@ -40,6 +42,10 @@ DATA = DataHeader(
     Common(Opcode.WRITE_MIDDLE, Flags.TS | Flags.ACK_REQ, 0x01020304, 9), 77, 5, 300, 900, 123
 )
 BODY = bytes(range(100)) * 3
+SACK = SackHeader(
+    Common(Opcode.SACK, Flags.TS | Flags.ECN_ECHO, 5, 6), 100, 90, 0b1011, 0xABCDE, 999, 2, 0,
+    1 << 20,
+)  # fmt: skip
 
 
 def _burst(
@@ -58,27 +64,37 @@ def _meta(n: int, tclass: int = 2, truncated: int = 0) -> batchio.RxMeta:
 def test_records_read_data_packets_and_leave_the_rest(make: type[batchio.PyBurstReceiver]) -> None:
     data = _mrc(DATA, BODY)
     probe = _mrc(ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 1, 2), 1, 0, 0))
+    sack = _mrc(SACK)
+    ack = _mrc(dataclasses.replace(SACK, common=Common(Opcode.ACK, Flags.NONE, 5, 6), bitmap=0))
     bad_version = bytes([data[0] ^ 0xFF]) + data[1:]
-    datagrams = [data, data, probe, bad_version, data[:20], data, data]
+    datagrams = [data, data, sack, ack, probe, bad_version, data[:20], data, data]
     metas = [
         _meta(len(data)),
         _meta(len(data), tclass=3),  # CE
+        _meta(len(sack)),
+        _meta(len(ack)),
         _meta(len(probe)),
         _meta(len(data)),
         _meta(20),
         _meta(len(data), truncated=1),  # cut by the socket: not to be trusted
         _meta(SLOT + 1),  # longer than its slot
     ]
-    receiver = make(8, SLOT)
+    receiver = make(16, SLOT)
     recs = _burst(receiver, datagrams, metas)
     kinds = [r[0] for r in recs]
-    assert kinds == [batchio.RX_DATA] * 2 + [batchio.RX_OTHER] * 5
+    assert kinds == [batchio.RX_DATA] * 2 + [batchio.RX_SACK] * 2 + [batchio.RX_OTHER] * 5
     for i, ce in ((0, 0), (1, 1)):
-        _, flags, got_ce, conn, ts, ev, psn, msn, off, size, at, n, src = recs[i]
-        assert (flags, got_ce, conn, ts) == (int(DATA.common.flags), ce, 0x01020304, 123)
+        _, flags, got_ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
+        assert (flags, got_ce, conn, ts, bitmap) == (int(DATA.common.flags), ce, 0x01020304, 123, 0)
         assert (ev, psn, msn, off, size, src) == (0x8001 << 16 | 0xBCDE, 77, 5, 300, 900, SRC)
         assert bytes(receiver.view[at : at + n]) == BODY
-    assert recs[2] == batchio._NOT_DATA
+    # a SACK's fields in the same slots: cumulative PSN, base, window, the EV it reflects
+    assert recs[2] == (
+        batchio.RX_SACK, int(Flags.TS | Flags.ECN_ECHO), 0, 5, 999, 0b1011, 0xABCDE, 100, 90,
+        0, 1 << 20, 0, 0, SRC,
+    )  # fmt: skip
+    assert recs[3][:8] == (batchio.RX_SACK, 0, 0, 5, 999, 0, 0xABCDE, 100)
+    assert recs[4] == batchio._NOT_DATA
     assert [receiver.meta(i) for i in range(len(metas))] == metas
 
 
@@ -96,10 +112,10 @@ def test_recv_records_through_a_socket(make: type[batchio.PyBurstReceiver]) -> N
         while len(recs) < len(sent):
             assert select.select([rx], [], [], 2.0)[0], f"only {len(recs)} arrived"
             got = receiver.recv_records(rx)
-            recs += [(*r[:10], 0, r[11], r[12]) for r in got]
-            assert all(bytes(receiver.view[r[10] : r[10] + r[11]]) == BODY for r in got)
-        assert [r[6] for r in recs] == list(range(6))
-        assert {r[5] >> 16 for r in recs} == {tx.getsockname()[1]}
+            recs += got
+            assert all(bytes(receiver.view[r[11] : r[11] + r[12]]) == BODY for r in got)
+        assert [r[7] for r in recs] == list(range(6))
+        assert {r[6] >> 16 for r in recs} == {tx.getsockname()[1]}
         assert receiver.recv_records(rx) == []
     finally:
         rx.close()
@@ -113,12 +129,13 @@ def test_recv_records_through_a_socket(make: type[batchio.PyBurstReceiver]) -> N
     flips=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 255)), max_size=3),
     tclass=st.integers(0, 255),
     flow=st.integers(0, 0xFFFFF),
+    sack_base=st.booleans(),
 )
 def test_c_and_python_records_agree(
-    cuts: list[int], flips: list[tuple[int, int]], tclass: int, flow: int
+    cuts: list[int], flips: list[tuple[int, int]], tclass: int, flow: int, sack_base: bool
 ) -> None:
-    """Every datagram a valid data packet cut short or with header bytes changed."""
-    base = bytearray(_mrc(DATA, BODY))
+    """Every datagram a valid data packet or SACK cut short or with header bytes changed."""
+    base = bytearray(_mrc(DATA, BODY) if sack_base is False else _mrc(SACK))
     for at, x in flips:
         base[at] ^= x
     datagrams = [bytes(base[: len(base) - cut]) for cut in cuts]
