@@ -384,46 +384,6 @@ int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *cons
     return (int)pos;
 }
 
-/* One packet of a burst at out[*pos], at most max_len bytes and what is left of cap: its
- * start into *start and *pos past it, or a negative mrc_err and nothing moved. */
-static int place(char *out, size_t cap, size_t max_len, size_t *pos,
-                 const struct mrc_template *t, const struct mrc_header *h,
-                 const char *payload, size_t len, uint32_t *start)
-{
-    size_t room = cap - *pos < max_len ? cap - *pos : max_len;
-    int rc = mrc_encode_tmpl(out + *pos, room, t, h, payload, len);
-    if (rc < 0)
-        return rc;
-    *start = (uint32_t)*pos;
-    *pos += (size_t)rc;
-    return rc;
-}
-
-int mrc_encode_data_burst(char *out, size_t cap, size_t max_len,
-                          const struct mrc_template *const *templates, const uint8_t *recs,
-                          const char *const *payloads, const uint32_t *lens, uint32_t n,
-                          uint32_t *offsets)
-{
-    size_t pos = 0;
-    uint32_t i = 0;
-    for (; i < n; i++) {
-        const uint8_t *r = recs + (size_t)i * MRC_DATA_REC;
-        struct mrc_header h = {.opcode = r[0], .flags = r[1]};
-        memcpy(&h.dst_conn, r + 2, 4);
-        memcpy(&h.src_conn, r + 6, 4);
-        memcpy(&h.psn, r + 10, 4);
-        memcpy(&h.msn, r + 14, 4);
-        memcpy(&h.msg_offset, r + 18, 4);
-        memcpy(&h.msg_len, r + 22, 4);
-        memcpy(&h.ts, r + 26, 8);
-        if (!is_data(h.opcode) || place(out, cap, max_len, &pos, templates[i], &h, payloads[i],
-                                        lens[i], &offsets[i]) < 0)
-            break;
-    }
-    offsets[i] = (uint32_t)pos;
-    return (int)i;
-}
-
 int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
                         const struct mrc_template *const *templates, uint32_t n,
                         uint8_t flags, uint8_t last_flags, uint32_t dst_conn,
@@ -446,8 +406,12 @@ int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
         h.flags = i == n - 1 ? (uint8_t)(flags | last_flags) : flags;
         h.psn = psn + i;  /* uint32_t: wraps as the 32-bit PSN does */
         h.msg_offset = (uint32_t)off;
-        if (place(out, cap, max_len, &pos, templates[i], &h, data + off, len, &offsets[i]) < 0)
+        size_t room = cap - pos < max_len ? cap - pos : max_len;
+        int rc = mrc_encode_tmpl(out + pos, room, templates[i], &h, data + off, len);
+        if (rc < 0)
             break;
+        offsets[i] = (uint32_t)pos;
+        pos += (size_t)rc;
     }
     offsets[i] = (uint32_t)pos;
     return (int)i;

@@ -148,27 +148,12 @@ int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *cons
                           const char *payloads, const uint32_t *poffs, uint32_t n,
                           uint32_t *offsets);
 
-/* The fields of one data packet as a burst encoder packs them: MRC_DATA_REC bytes in native
- * byte order without padding, opcode and flags (u8), dst_conn, src_conn, psn, msn,
- * msg_offset and msg_len (u32), ts (u64); Python's struct "=BBIIIIIIQ". */
-#define MRC_DATA_REC 34
-
-/* Up to n data packets back to back into out[0:cap], each at most max_len bytes: packet i
- * from *templates[i], the record at recs[i * MRC_DATA_REC] and payloads[i][0:lens[i]].
- * offsets[i] receives where packet i starts, offsets[k] the total after the k encoded.
- * Returns k: n, or the index of the first packet that could not be encoded (a wrong
- * opcode, too long, no room), which the caller encodes alone to name the error. */
-int mrc_encode_data_burst(char *out, size_t cap, size_t max_len,
-                          const struct mrc_template *const *templates, const uint8_t *recs,
-                          const char *const *payloads, const uint32_t *lens, uint32_t n,
-                          uint32_t *offsets);
-
 /* Up to n data packets of one run (sender.py DataRun: consecutive packets of one message)
  * back to back into out[0:cap], each at most max_len bytes: packet i from *templates[i],
  * PSN psn + i, the payload at offset + i * seg of data[0:msg_len] (seg bytes, or what is
  * left of the message), its opcode from where that payload sits in the message, flags
- * `flags`, and `flags | last_flags` for packet n - 1. offsets as mrc_encode_data_burst's;
- * returns k: n, or the index of the first packet that could not be encoded (an offset
+ * `flags`, and `flags | last_flags` for packet n - 1. offsets[i] receives where packet i
+ * starts, offsets[k] the total after the k encoded; returns k: n, or the index of the first packet that could not be encoded (an offset
  * beyond the message, too long, no room), which the caller encodes alone to name the
  * error. */
 int mrc_encode_data_run(char *out, size_t cap, size_t max_len,

@@ -56,9 +56,6 @@ IPV6_DST = slice(24, 40)  # destination address in a fixed IPv6 header (RFC 8200
 RX_META = struct.Struct("=IBBHI16s16s")
 """struct mrc_rx_meta (csrc/mrc_fast.h): length, truncated, tclass, sport, flow label,
 source, destination."""
-DATA_REC = struct.Struct("=BBIIIIIIQ")
-"""One data packet's fields as ``CBurstEncoder.add_many`` packs them (csrc/mrc_fast.h
-MRC_DATA_REC): opcode, flags, dst_conn, src_conn, psn, msn, msg_offset, msg_len, ts."""
 Item = tuple[PathHeader, Header, bytes | memoryview]
 """One packet for a burst encoder: its path, its header, its payload."""
 RxMeta = tuple[int, int, int, int, int, bytes, bytes]
@@ -358,8 +355,9 @@ class PyBurstEncoder:
         return n
 
     def add_many(self, items: Iterable[Item]) -> None:
-        """``add`` of each item in order (the C encoder takes runs of data packets in one
-        call); raises at the first item ``add`` would refuse, the ones before it added."""
+        """``add`` of each item in order; raises at the first item ``add`` would refuse,
+        the ones before it added. (A sender's new data comes as ``DataRun``s, which
+        ``add_run`` encodes in one call; items are its control packets and resends.)"""
         for path, header, payload in items:
             self.add(path, header, payload)
 
@@ -561,14 +559,8 @@ class CBurstEncoder(PyBurstEncoder):
 
         self._template = fast._template  # the C codec's per-path template cache
         self._templates = fast._templates  # its entries, looked up inline per packet
-        if DATA_REC.size != _lib.MRC_DATA_REC:
-            raise RuntimeError("DATA_REC and MRC_DATA_REC disagree")
-        self._recs = bytearray(DATA_REC.size * max_pkts)  # a run of data packets: fields,
-        self._c_recs = _ffi.from_buffer(self._recs)  # templates, payloads and their lengths
-        self._tmpls = _ffi.new("struct mrc_template *[]", max_pkts)
-        self._payloads = _ffi.new("char *[]", max_pkts)
-        self._lens = _ffi.new("uint32_t[]", max_pkts)
-        self._ends = _ffi.new("uint32_t[]", max_pkts + 1)
+        self._tmpls = _ffi.new("struct mrc_template *[]", max_pkts)  # add_run: templates
+        self._ends = _ffi.new("uint32_t[]", max_pkts + 1)  # and where each packet ends
         self._ev_templates: dict[int, tuple[Ev, Any]] = {}  # add_run: each EV's template
 
     def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
@@ -605,40 +597,6 @@ class CBurstEncoder(PyBurstEncoder):
         self.offsets.append(off + n)
         return int(n)
 
-    def add_many(self, items: Iterable[Item]) -> None:
-        # Data packets: their fields packed into records, one C call per run of them (a
-        # cffi call per packet with 14 arguments, and the Python around it, cost more than
-        # the encoding); any other packet goes through add, in order.
-        run: list[Item] = []
-        keep: list[Any] = []  # the payloads' cdata, alive until the C call
-        pack, size, recs = DATA_REC.pack_into, DATA_REC.size, self._recs
-        templates, payloads, lens = self._templates, self._payloads, self._lens
-        for item in items:
-            path, header, payload = item
-            i = len(run)
-            if type(header) is not DataHeader or len(self.offsets) + i > self.max_pkts:
-                self._encode_run(run, keep)
-                self.add(path, header, payload)
-                continue
-            h: Any = header
-            c = h.common
-            try:
-                pack(
-                    recs, i * size, c.opcode, c.flags, c.dst_conn, c.src_conn,
-                    h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
-                )  # fmt: skip
-            except struct.error:  # a field out of range: add names it
-                self._encode_run(run, keep)
-                self.add(path, header, payload)
-                continue
-            hit = templates.get(id(path))
-            self._tmpls[i] = hit[1] if hit is not None and hit[0] is path else self._template(path)
-            buf = _ffi.from_buffer(payload)
-            keep.append(buf)
-            payloads[i], lens[i] = buf, len(payload)
-            run.append(item)
-        self._encode_run(run, keep)
-
     def add_run(self, run: DataRun, path_of: Callable[[Ev], PathHeader]) -> None:
         evs = run.evs
         n = len(evs)
@@ -667,23 +625,6 @@ class CBurstEncoder(PyBurstEncoder):
         template = self._template(path_of(ev))
         self._ev_templates[id(ev)] = (ev, template)
         return template
-
-    def _encode_run(self, run: list[Item], keep: list[Any]) -> None:
-        """Encode the packed run after the packets already in; what C could not encode
-        goes through add, which names the error."""
-        if not run:
-            return
-        off = self.offsets[-1]
-        k = _lib.mrc_encode_data_burst(
-            self._c_buf + off, self.cap - off, self.max_len, self._tmpls, self._c_recs,
-            self._payloads, self._lens, len(run), self._ends,
-        )  # fmt: skip
-        self.offsets += [off + end for end in _ffi.unpack(self._ends, k + 1)[1:]]
-        rest = run[k:]
-        run.clear()
-        keep.clear()
-        for path, header, payload in rest:
-            self.add(path, header, payload)
 
 
 BurstReceiver: type[PyBurstReceiver]
