@@ -9,7 +9,7 @@ SACK decisions) + building its SACKs. Two cores are pumped in memory with explic
 Each mode runs side by side in one process: the core alone (runs handed over as objects,
 each data packet's fields read from its run), then the core with every packet going
 through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
-``add_many``, then ``records`` of the UDP payloads as a socket would deliver them) in each
+``add``, then ``records`` of the UDP payloads as a socket would deliver them) in each
 backend available (the pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the
 IO layer knows its per-core packet budget. Moving the bytes from one side's encoder to the
 other's receive slots (the kernel's work) is not counted. Ratios are printed against the
@@ -125,7 +125,7 @@ class Objects:
 
 class Codec:
     """The endpoint's encoding and decoding: a burst into one buffer by a burst encoder
-    (``add_run``, ``add_many``), its UDP payloads into a burst receiver's slots as a
+    (``add_run``, ``add``), its UDP payloads into a burst receiver's slots as a
     socket delivers them (not counted), decoded by ``records``: data packets and SACKs to
     the core as fields, the rest one at a time (io/endpoint.py ``_receive_ready``)."""
 

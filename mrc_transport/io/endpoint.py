@@ -566,12 +566,12 @@ class MrcEndpoint:
         chunk: list[Outgoing] = []
         nbytes, count = 0, 0
         for item in out:
-            if type(item) is DataRun and len(item) > TX_BURST:  # a Config.max_burst above it
-                items: list[Outgoing] = list(item.transmits())
-            else:
-                items = [item]
-            for one in items:
-                k = len(one) if type(one) is DataRun else 1
+            # a run longer than the burst buffer (a TX_BURST below max_burst) goes as packets
+            pieces = (
+                item.transmits() if isinstance(item, DataRun) and len(item) > TX_BURST else [item]
+            )
+            for one in pieces:
+                k = len(one) if isinstance(one, DataRun) else 1
                 if count + k > TX_BURST:
                     nbytes += self._send_chunk(chunk)
                     chunk, count = [], 0
@@ -587,18 +587,11 @@ class MrcEndpoint:
         if enc is None:
             enc = self._tx_burst = batchio.BurstEncoder(TX_BURST)
         enc.clear()
-        header = self._header
-        txs: list[Transmit] = []
         for item in chunk:
             if isinstance(item, DataRun):
-                if txs:
-                    enc.add_many([(header(t.path, t.ev, t.dscp), t.header, t.payload) for t in txs])
-                    txs = []
                 enc.add_run(item, self._data_header)
             else:
-                txs.append(item)
-        if txs:
-            enc.add_many([(header(t.path, t.ev, t.dscp), t.header, t.payload) for t in txs])
+                enc.add(self._header(item.path, item.ev, item.dscp), item.header, item.payload)
         self.sent += len(enc)
         self._send_encoded(enc, chunk)
         return enc.nbytes
