@@ -172,14 +172,18 @@ class Connection:
 
     def receive(self, packet: frames.Packet, now: float) -> None:
         """Process one packet (its PathHeader carries the EV and ECN as received)."""
-        self.counters.packets_received += 1
-        # the plane this packet came over works both ways for now: reply on it
-        self._reply_plane = self.evs.peer_plane.get(packet.path.src, self._reply_plane)
+        self._arrived(packet.path.src)
         handler = _HANDLERS.get(packet.header.common.opcode)
         if handler is None:
             self.counters.wrong_type += 1
             return
         handler(self, packet, now)
+
+    def _arrived(self, src: bytes) -> None:
+        """Count a packet from the peer's address ``src``; the plane it came over works
+        both ways for now: reply on it."""
+        self.counters.packets_received += 1
+        self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
 
     def datagrams_to_send(self, now: float) -> list[Transmit]:
         """Every packet to send now: control first, then data while the windows allow."""
@@ -433,8 +437,7 @@ class Connection:
         CE mark as received, its header's flags and fields, its payload (copied, never
         kept). What an endpoint calls for the bulk of its traffic, without a ``Packet``
         and a ``DataHeader`` built per packet (Endpoint.receive_data)."""
-        self.counters.packets_received += 1
-        self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
+        self._arrived(src)
         self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
 
     def _data(
@@ -487,10 +490,11 @@ class Connection:
 
     def _on_sack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
-        if not isinstance(h, frames.SackHeader) or self.state not in SENDING:
+        if not isinstance(h, frames.SackHeader):
             self.counters.wrong_state += 1
             return
-        self.sender.on_sack(h, now)
+        flags = int(h.common.flags)  # int: an IntFlag "&" costs ~1.5 us
+        self._sack(flags, h.cum_psn, h.sack_base, h.bitmap, h.ev, h.ts, h.rwnd, now)
 
     def receive_sack(
         self,
@@ -506,8 +510,20 @@ class Connection:
     ) -> None:
         """``receive`` of a SACK or ACK given as its source address and fields (``ev``: the
         EV it reflects), as the endpoint's burst decoder reads them (Sender.sack)."""
-        self.counters.packets_received += 1
-        self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
+        self._arrived(src)
+        self._sack(flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
+
+    def _sack(
+        self,
+        flags: int,
+        cum_psn: int,
+        sack_base: int,
+        bitmap: int,
+        ev: int,
+        ts: int,
+        rwnd: int,
+        now: float,
+    ) -> None:
         if self.state not in SENDING:
             self.counters.wrong_state += 1
             return

@@ -78,11 +78,16 @@ class Endpoint:
         if common.dst_conn == 0 and isinstance(packet.header, frames.SetupHeader):
             self._on_setup(packet, packet.header, now)
             return
-        conn = self.connections.get(common.dst_conn)
+        conn = self._connection(common.dst_conn)
+        if conn is not None:
+            conn.receive(packet, now)
+
+    def _connection(self, conn_id: int) -> Connection | None:
+        """Our connection ``conn_id``; None, counted, if there is none."""
+        conn = self.connections.get(conn_id)
         if conn is None:
             self.counters.unknown_connection += 1
-            return
-        conn.receive(packet, now)
+        return conn
 
     def receive_data(
         self,
@@ -100,11 +105,11 @@ class Endpoint:
         now: float,
     ) -> None:
         """``receive`` of a data packet given as its fields (Connection.receive_data)."""
-        conn = self.connections.get(dst_conn)
-        if conn is None:
-            self.counters.unknown_connection += 1
-            return
-        conn.receive_data(src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now)
+        conn = self._connection(dst_conn)
+        if conn is not None:
+            conn.receive_data(
+                src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now
+            )
 
     def receive_sack(
         self,
@@ -120,11 +125,9 @@ class Endpoint:
         now: float,
     ) -> None:
         """``receive`` of a SACK or ACK given as its fields (Connection.receive_sack)."""
-        conn = self.connections.get(dst_conn)
-        if conn is None:
-            self.counters.unknown_connection += 1
-            return
-        conn.receive_sack(src, flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
+        conn = self._connection(dst_conn)
+        if conn is not None:
+            conn.receive_sack(src, flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:
         known = self._by_peer.get(h.common.src_conn)

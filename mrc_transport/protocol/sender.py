@@ -415,7 +415,16 @@ class Sender:
         self._una_lens.append(n)
         self.fc_bytes += n
         self.snd_nxt += 1
-        self._transmit(pkt, now, out, TS)
+        self._sent(pkt, now)
+        # the next packet of the burst's run, or the first of a new one
+        ts, last = int(now * 1e9), out[-1] if out else None
+        if isinstance(last, DataRun) and last.follows(pkt.psn, msg.data, pkt.offset, ts):
+            last.evs.append(pkt.ev)
+        else:
+            seg = self.mss  # every packet of a message but its last is this long
+            out.append(
+                DataRun(self.commons, pkt.psn, msg.msn, pkt.offset, seg, msg.data, ts, pkt.ev)
+            )
         return True
 
     def _send_rtx(
@@ -430,9 +439,21 @@ class Sender:
         pkt.rtx += 1
         self.counters.retransmits += 1
         self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
-        self._transmit(pkt, now, out, TS | RTX)
+        self._sent(pkt, now)
+        msg = pkt.msg
+        header = _new_data_header(
+            self.commons.get(pkt.opcode, TS | RTX),
+            pkt.psn & MASK32,
+            msg.msn & MASK32,
+            pkt.offset,
+            msg.data.nbytes,
+            int(now * 1e9),
+        )
+        payload = msg.data[pkt.offset : pkt.offset + pkt.length]
+        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, _DSCP_DATA))
 
-    def _transmit(self, pkt: SentPacket, now: float, out: list[Outgoing], flags: int) -> None:
+    def _sent(self, pkt: SentPacket, now: float) -> None:
+        """Book a transmission of ``pkt`` on its EV: RACK's orders, the window, counters."""
         self._seq += 1
         pkt.seq, pkt.sent_time = self._seq, now
         self._order.append((self._seq, pkt))
@@ -444,28 +465,6 @@ class Sender:
         self.evs.on_sent(pkt.ev)
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
-        msg = pkt.msg
-        ts = int(now * 1e9)
-        if flags == TS:  # new data: the next packet of the burst's run, or a new run
-            last = out[-1] if out else None
-            if isinstance(last, DataRun) and last.follows(pkt.psn, msg.data, pkt.offset, ts):
-                last.evs.append(pkt.ev)
-            else:
-                run = DataRun(
-                    self.commons, pkt.psn, msg.msn, pkt.offset, self.mss, msg.data, ts, pkt.ev
-                )
-                out.append(run)
-            return
-        header = _new_data_header(
-            self.commons.get(pkt.opcode, flags),
-            pkt.psn & MASK32,
-            msg.msn & MASK32,
-            pkt.offset,
-            msg.data.nbytes,
-            ts,
-        )
-        payload = msg.data[pkt.offset : pkt.offset + pkt.length]
-        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, _DSCP_DATA))
 
     def _asking_ack(self, tx: Transmit) -> Transmit:
         """Data packet ``tx`` with ACK_REQ set."""
@@ -476,10 +475,6 @@ class Sender:
         return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
     # -- SACK ---------------------------------------------------------------------------
-    def on_sack(self, h: frames.SackHeader, now: float) -> None:
-        """Process a SACK; a SACK for PSNs never sent is counted and ignored whole."""
-        self.sack(int(h.common.flags), h.cum_psn, h.sack_base, h.bitmap, h.ev, h.ts, h.rwnd, now)
-
     def sack(
         self,
         bits: int,
@@ -491,8 +486,8 @@ class Sender:
         rwnd: int,
         now: float,
     ) -> None:
-        """``on_sack`` of a SACK given as its fields (``bits``: its flags as an int, an
-        IntFlag "&" costs ~1.5 us), as the endpoint's burst decoder reads them."""
+        """Process a SACK, given as its fields (``bits``: its flags as an int; ``ev``: the
+        EV it reflects); a SACK for PSNs never sent is counted and ignored whole."""
         cum = expand(cum_psn, self.snd_una)
         base = expand(sack_base, self.snd_una)
         top = base + bitmap.bit_length() - 1 if bitmap else base
