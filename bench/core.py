@@ -36,9 +36,8 @@ import time
 from dataclasses import dataclass
 from ipaddress import IPv6Address
 
-from mrc_transport import wire
 from mrc_transport.io import batchio
-from mrc_transport.io.endpoint import hand_over, io_config
+from mrc_transport.io.endpoint import decode_one, hand_over, io_config
 from mrc_transport.protocol import COMPILED, Config, Endpoint
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, Outgoing
@@ -171,15 +170,7 @@ class Codec:
         for i, rec in enumerate(rx.records(self.metas)):
             if hand_over(core, rec, view, now):
                 continue
-            n, _, tclass, sport, flow, src, dst = rx.meta(i)
-            slot = view[i * rx.slot_size : i * rx.slot_size + n]
-            core.receive(
-                wire.decode_datagram_untrusted(
-                    slot, src=src, dst=dst, sport=sport, dport=frames.MRC_UDP_PORT,
-                    tclass=tclass, flow_label=flow,
-                ),
-                now,
-            )  # fmt: skip
+            core.receive(decode_one(rx, i, frames.MRC_UDP_PORT), now)
 
 
 Link = Objects | Codec

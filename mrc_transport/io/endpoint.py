@@ -64,6 +64,7 @@ from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Tran
 from mrc_transport.protocol.endpoint import PathsFor
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, Outgoing
+from mrc_transport.wire import frames
 from mrc_transport.wire.frames import (
     DATA_HEADER_LEN,
     DSCP_DATA,
@@ -424,16 +425,11 @@ class MrcEndpoint:
 
     def _receive_one(self, burst: batchio.PyBurstReceiver, i: int, now: float) -> None:
         """Decode datagram i of the burst and hand it to the core, or count why not."""
-        n, truncated, tclass, sport, flow, src, dst = burst.meta(i)
-        if truncated:  # larger than any MTU here: not a packet of ours
+        if burst.meta(i)[1]:  # truncated: larger than any MTU here, not a packet of ours
             self.bad["oversize"] += 1
             return
-        off = i * burst.slot_size
         try:
-            packet = wire.decode_datagram_untrusted(
-                burst.view[off : off + n], src=src, dst=dst, sport=sport, dport=self.port,
-                tclass=tclass, flow_label=flow,
-            )  # fmt: skip
+            packet = decode_one(burst, i, self.port)
         except wire.BadPacket as exc:
             self.bad[exc.reason] += 1
             return
@@ -716,6 +712,17 @@ def hand_over(core: Endpoint, rec: batchio.RxRec, view: memoryview, now: float) 
     else:
         return False
     return True
+
+
+def decode_one(burst: batchio.PyBurstReceiver, i: int, dport: int) -> frames.Packet:
+    """Datagram i of the last burst ``burst`` received, decoded with the untrusted decoder
+    (raises BadPacket); what the burst decoder leaves to be decoded one at a time."""
+    n, _, tclass, sport, flow, src, dst = burst.meta(i)
+    off = i * burst.slot_size
+    return wire.decode_datagram_untrusted(
+        burst.view[off : off + n], src=src, dst=dst, sport=sport, dport=dport,
+        tclass=tclass, flow_label=flow,
+    )  # fmt: skip
 
 
 def _nth(chunk: list[Outgoing], i: int) -> Transmit:
