@@ -208,8 +208,11 @@ class Output:
                 self.doc[name] = data
 
     def finish(self) -> None:
+        """Print the -J document and start the next one (a server that is not -1 writes
+        one per test, as iperf3's does)."""
         if self.mode == "json":
             print(json.dumps(self.doc, indent=2), file=self.stream, flush=True)
+        self.doc = {"start": {}, "intervals": [], "end": {}}
 
     def close(self) -> None:
         if self.own:
@@ -704,7 +707,7 @@ async def _server_main(args: argparse.Namespace, out: Output, provider: Any, cfg
 
     from mrc_transport.io.endpoint import open_endpoint
 
-    sessions: dict[str, list[Any]] = {}
+    sessions: dict[str, _Session] = {}
     done = trio.Event()
     failed: list[str] = []
     async with (
@@ -724,7 +727,9 @@ async def _server_main(args: argparse.Namespace, out: Output, provider: Any, cfg
             nursery.start_soon(_server_done_watch, done, nursery)
             while not done.is_set():
                 handle = await ep.accept()
-                nursery.start_soon(_server_conn, args, out, ep, handle, sessions, done, failed)
+                nursery.start_soon(
+                    _server_conn, args, out, ep, handle, sessions, done, failed, nursery
+                )
     return 1 if failed else 0
 
 
@@ -733,32 +738,97 @@ async def _server_done_watch(done: Any, nursery: Any) -> None:
     nursery.cancel_scope.cancel()
 
 
+@dataclass
+class _Session:
+    """The connections of one client run, as the server sees them: reported together
+    (interval lines and one -J document per test, as iperf3's server does)."""
+
+    streams: list[Any]
+    reporter: Any  # trio.CancelScope of the interval reporter
+    cpu0: tuple[float, float]
+    wall0: float
+    finished: int = 0
+
+
+def _server_session(
+    args: argparse.Namespace, out: Output, sessions: dict[str, _Session], nursery: Any,
+    params: Any, stats: Any, handle: Any,
+) -> None:  # fmt: skip
+    """Count a stream that sent its P into its session; the session's first stream
+    starts its report."""
+    import trio
+
+    from mrc_transport.io import perf
+
+    session = sessions.get(params.session)
+    if session is None:
+        session = sessions[params.session] = _Session(
+            [], trio.CancelScope(), perf.cpu_seconds(), time.monotonic()
+        )
+        out.event("start", _server_start_doc(args, params, handle))
+        nursery.start_soon(_report_session, session, _Reporter(out, session.streams, args.interval))
+    session.streams.append(stats)
+
+
+async def _report_session(session: _Session, reporter: _Reporter) -> None:
+    with session.reporter:
+        await reporter.run()
+
+
+def _server_start_doc(args: argparse.Namespace, params: Any, handle: Any) -> dict[str, Any]:
+    from mrc_transport import __version__
+
+    conn = handle.conn
+    return {
+        "version": f"mrc {__version__}",
+        "system_info": os.uname().sysname,
+        "timestamp": {"timesecs": int(time.time())},
+        "accepted_connection": {"conn": conn.conn, "peer_conn": conn.peer_conn},
+        "cookie": params.session,
+        "test_start": {
+            "protocol": "MRC",
+            "num_streams": params.parallel,
+            "blksize": params.length,
+            "duration": params.duration,
+            "bytes": params.nbytes * params.parallel,
+            "reverse": int(params.reverse),
+            "target_bitrate": params.rate_bps,
+            "planes": list(params.planes),
+            "encoding": args.encoding,
+            "port": args.port,
+        },
+    }
+
+
 async def _server_conn(
     args: argparse.Namespace,
     out: Output,
     ep: Any,
     handle: Any,
-    sessions: dict[str, list[Any]],
+    sessions: dict[str, _Session],
     done: Any,
     failed: list[str],
+    nursery: Any,
 ) -> None:
     from mrc_transport.io import perf
     from mrc_transport.io.endpoint import ConnectionLost
 
     box: list[Any] = []
+
+    def on_params(p: Any, s: Any) -> None:
+        box.append(p)
+        _server_session(args, out, sessions, nursery, p, s, handle)
+
     try:
-        params, stats = await perf.server_stream(
-            handle, time.monotonic, lambda p, s: box.append((p, s))
-        )
+        params, stats = await perf.server_stream(handle, time.monotonic, on_params)
     except (ConnectionLost, perf.PerfError) as exc:
         out.text(f"connection failed: {exc}")
         if box:  # a test that started and broke; a connection without valid P is not one
             failed.append(str(exc))
+            _stream_finished(args, out, ep, sessions, box[0], done)
             if args.one_off:
                 done.set()
         return
-    group = sessions.setdefault(params.session, [])
-    group.append(stats)
     nbytes = stats.data_bytes
     seconds = (stats.t1 - stats.t0) or 1e-9
     role = "sent" if stats.sending else "received"
@@ -781,11 +851,33 @@ async def _server_conn(
     )
     if not stats.verified:
         failed.append(f"session {params.session} stream {params.index} not verified")
-    if len(group) == params.parallel:
-        _write_records(args, [r for s in group if not s.sending for r in s.records])
-        out.finish()
-        if args.one_off:
-            done.set()
+    _stream_finished(args, out, ep, sessions, params, done)
+
+
+def _stream_finished(
+    args: argparse.Namespace, out: Output, ep: Any, sessions: dict[str, _Session],
+    params: Any, done: Any,
+) -> None:  # fmt: skip
+    """One more of a session's streams ended (or failed); the last one ends its report:
+    the summary lines, the -J document, the --records file."""
+    from mrc_transport.io import perf
+
+    session = sessions[params.session]
+    session.finished += 1
+    if session.finished < params.parallel:
+        return
+    del sessions[params.session]
+    session.reporter.cancel()
+    streams = session.streams
+    end = _end_doc(
+        streams, session.cpu0, perf.cpu_seconds(), time.monotonic() - session.wall0, ep.counters()
+    )
+    _print_end(out, streams, end, reverse=not params.reverse)
+    out.event("end", end)
+    out.finish()
+    _write_records(args, [r for s in streams if not s.sending for r in s.records])
+    if args.one_off:
+        done.set()
 
 
 # ------------------------------------------------------------------ one-shot

@@ -143,6 +143,53 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
     return proc.wait(timeout=60), end
 
 
+def test_server_json_document(lab: str, tmp_path: Path) -> None:
+    """`mrc perf -s -1 -J` writes iperf3's server document: the test's start, the
+    server's interval lines and its end, with the sums and the verdict from its side."""
+    log = tmp_path / "server.json"
+    server = subprocess.Popen(
+        [
+            *ns_cmd(lab, DST),
+            *PY,
+            "-s",
+            "-1",
+            "--lab",
+            lab,
+            "-J",
+            "-i",
+            "0.2",
+            "--logfile",
+            str(log),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        assert server.stderr.readline().startswith("Server listening")
+        rc = subprocess.call(
+            [*ns_cmd(lab, SRC), *PY, "-c", DST, "--lab", lab, "-t", "1", "-P", "2", "-J"],
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+        )
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert rc == 0
+    doc = json.loads(log.read_text())
+    assert doc["start"]["test_start"]["num_streams"] == 2
+    assert len(doc["intervals"]) >= 3
+    assert all(i["sum"]["sender"] is False for i in doc["intervals"])
+    end = doc["end"]
+    assert end["verified"] is True
+    assert len(end["streams"]) == 2
+    received = end["sum_received"]["bytes"]
+    assert received == sum(s["receiver"]["bytes"] for s in end["streams"]) > 0
+    assert sum(i["sum"]["bytes"] for i in doc["intervals"]) <= received
+    assert end["cpu_utilization_percent"]["remote_total"] > 0  # the client's, from its E
+
+
 @pytest.mark.parametrize(
     ("link", "mode"), [("t0-p0-1:t1-p0-0", "gray"), ("t0-p1-1:t1-p1-1", "hard")]
 )
