@@ -58,16 +58,25 @@ class Verdict(enum.Enum):
     NACK = "nack"
 
 
-@dataclass(slots=True, eq=False)
 class InMessage:
-    """A message being reassembled."""
+    """A message being reassembled (a plain class: mypyc's dataclasses know no
+    ``memoryview`` field)."""
 
-    buf: bytearray
-    """Preallocated to the message length."""
-    placed: bytearray
-    """One flag per segment index: 1 once that segment is in ``buf``."""
-    missing: int
-    """Segments not placed yet; the message is complete at 0."""
+    __slots__ = ("buf", "missing", "placed", "view")
+
+    def __init__(self, buf: bytearray, segs: int) -> None:
+        self.buf = buf
+        """Preallocated to the message length."""
+        self.view = memoryview(buf)
+        """A view of ``buf`` that payloads are copied into: a bytearray's own slice
+        assignment first copies any other buffer into a temporary bytearray (CPython's
+        bytearray_ass_subscript), which cost a second 9 KB copy, a malloc and a free per
+        packet. Released when the message is delivered, so the application may resize
+        it."""
+        self.placed = bytearray(segs)
+        """One flag per segment index: 1 once that segment is in ``buf``."""
+        self.missing = segs
+        """Segments not placed yet; the message is complete at 0."""
 
 
 @dataclass(slots=True)
@@ -152,7 +161,7 @@ class Receiver:
         if msg.placed[index]:
             self.counters.dup_segment += 1
             return Verdict.DROP
-        msg.buf[msg_offset : msg_offset + n] = payload
+        msg.view[msg_offset : msg_offset + n] = payload
         msg.placed[index] = 1
         msg.missing -= 1
         self.counters.data_received += 1
@@ -178,7 +187,7 @@ class Receiver:
         msg = self.inbox.get(msn)
         if msg is None:
             segs = max(1, -(-msg_len // self.seg_size))
-            msg = self.inbox[msn] = InMessage(self._buffer(msg_len), bytearray(segs), segs)
+            msg = self.inbox[msn] = InMessage(self._buffer(msg_len), segs)
         elif len(msg.buf) != msg_len:
             self.counters.inconsistent_header += 1
             return None
@@ -239,6 +248,7 @@ class Receiver:
         self.done[msn] = msg
         while self.next_msn in self.done:
             m = self.done.pop(self.next_msn)
+            m.view.release()
             self.held += len(m.buf)
             self.counters.messages_received += 1
             self._emit(events.MessageReceived(now, self.conn, self.next_msn, m.buf))
