@@ -389,7 +389,7 @@ int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
                         uint8_t flags, uint8_t last_flags, uint32_t dst_conn,
                         uint32_t src_conn, uint32_t psn, uint32_t msn, uint32_t offset,
                         uint32_t seg, const char *data, uint32_t msg_len, uint64_t ts,
-                        uint32_t *offsets)
+                        uint32_t base, uint32_t *ends)
 {
     struct mrc_header h = {.dst_conn = dst_conn, .src_conn = src_conn, .msn = msn,
                            .msg_len = msg_len, .ts = ts};
@@ -410,11 +410,37 @@ int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
         int rc = mrc_encode_tmpl(out + pos, room, templates[i], &h, data + off, len);
         if (rc < 0)
             break;
-        offsets[i] = (uint32_t)pos;
         pos += (size_t)rc;
+        ends[i] = base + (uint32_t)pos;
     }
-    offsets[i] = (uint32_t)pos;
     return (int)i;
+}
+
+/* Fibonacci hashing: EV objects' ids are 16-byte aligned addresses, whose low bits are
+ * all the same; the multiply spreads the high ones over the slot index. */
+static uint32_t tmpl_slot(uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (MRC_TMPL_SLOTS - 1);
+}
+
+uint32_t mrc_tmpl_lookup(const struct mrc_tmpl_cache *cache, const uint64_t *keys,
+                         uint32_t from, uint32_t n, const struct mrc_template **templates)
+{
+    for (uint32_t i = from; i < n; i++) {
+        uint32_t slot = tmpl_slot(keys[i]);
+        if (cache->key[slot] != keys[i] || cache->tmpl[slot] == NULL)
+            return i;
+        templates[i] = cache->tmpl[slot];
+    }
+    return n;
+}
+
+void mrc_tmpl_put(struct mrc_tmpl_cache *cache, uint64_t key,
+                  const struct mrc_template *tmpl)
+{
+    uint32_t slot = tmpl_slot(key);
+    cache->key[slot] = key;
+    cache->tmpl[slot] = tmpl;
 }
 
 /* ---------------------------------------------------------------- untrusted decode */

@@ -152,16 +152,33 @@ int mrc_encode_data_batch(char *out, size_t cap, const struct mrc_template *cons
  * back to back into out[0:cap], each at most max_len bytes: packet i from *templates[i],
  * PSN psn + i, the payload at offset + i * seg of data[0:msg_len] (seg bytes, or what is
  * left of the message), its opcode from where that payload sits in the message, flags
- * `flags`, and `flags | last_flags` for packet n - 1. offsets[i] receives where packet i
- * starts, offsets[k] the total after the k encoded; returns k: n, or the index of the first packet that could not be encoded (an offset
- * beyond the message, too long, no room), which the caller encodes alone to name the
- * error. */
+ * `flags`, and `flags | last_flags` for packet n - 1. ends[i] receives base + where packet
+ * i ends (base: where out sits in the caller's buffer). Returns k: n, or the index of the
+ * first packet that could not be encoded (an offset beyond the message, too long, no
+ * room), which the caller encodes alone to name the error. */
 int mrc_encode_data_run(char *out, size_t cap, size_t max_len,
                         const struct mrc_template *const *templates, uint32_t n,
                         uint8_t flags, uint8_t last_flags, uint32_t dst_conn,
                         uint32_t src_conn, uint32_t psn, uint32_t msn, uint32_t offset,
                         uint32_t seg, const char *data, uint32_t msg_len, uint64_t ts,
-                        uint32_t *offsets);
+                        uint32_t base, uint32_t *ends);
+
+/* Templates by key (the caller's: batchio keys them by its EV objects' ids and keeps
+ * those objects alive while they have an entry, so a key is never reused meanwhile). A
+ * direct-mapped table: a new key evicts the one in its slot. */
+#define MRC_TMPL_SLOTS 4096
+struct mrc_tmpl_cache {
+    uint64_t key[MRC_TMPL_SLOTS];
+    const struct mrc_template *tmpl[MRC_TMPL_SLOTS];
+};
+
+/* Fill templates[i] for keys[i], i from `from` on, up to n; returns n, or the first i
+ * whose key has no entry (the caller builds its template, puts it, and calls again). */
+uint32_t mrc_tmpl_lookup(const struct mrc_tmpl_cache *cache, const uint64_t *keys,
+                         uint32_t from, uint32_t n, const struct mrc_template **templates);
+
+void mrc_tmpl_put(struct mrc_tmpl_cache *cache, uint64_t key,
+                  const struct mrc_template *tmpl);
 
 /* Parse buf[0:len] (untrusted). dport < 0 accepts any UDP destination port. Returns
  * MRC_OK or a negative mrc_err; never reads outside buf[0:len]. */

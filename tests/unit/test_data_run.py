@@ -141,6 +141,31 @@ def test_add_run_writes_what_wire_encode_writes(
     assert [enc.packet(i) for i in range(len(enc))] == want
 
 
+@pytest.mark.skipif(batchio.CBurstEncoder not in ENCODERS, reason="needs the C codec")
+def test_c_add_run_keeps_encoding_right_as_its_ev_table_starts_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The C encoder's EV -> template table starts over when full, between runs; every
+    run still encodes as wire.encode does, and the table never outgrows its limit."""
+    monkeypatch.setattr(batchio, "EV_TEMPLATES", 10)
+    enc = batchio.CBurstEncoder(16, 2048)
+    tables = []  # kept, so no table's id is reused
+    for psn in range(6):
+        run = _run(psn, 0, 100, 800, 8)  # 8 packets on 8 EVs, in turn
+        if psn % 2:
+            run.evs.reverse()
+        enc.clear()
+        enc.add_run(run, _path_of)
+        want = [
+            wire.encode(_path_of(ev), t.header, t.payload)
+            for ev, t in zip(run.evs, run.transmits(), strict=True)
+        ]
+        assert [enc.packet(i) for i in range(len(enc))] == want
+        assert len(enc._ev_templates) <= 10
+        tables.append(enc._tcache)
+    assert any(t is not tables[0] for t in tables)  # it did start over
+
+
 @pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
 def test_add_run_fills_the_burst_then_raises_as_add_does(
     make: type[batchio.PyBurstEncoder],
