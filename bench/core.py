@@ -166,11 +166,11 @@ class Codec:
 
     def deliver(self, carried: object, core: Endpoint, now: float) -> None:
         rx = self.rx
-        view = rx.view
-        for i, rec in enumerate(rx.records(self.metas)):
-            if hand_over(core, rec, view, now):
-                continue
+
+        def other(i: int) -> None:
             core.receive(decode_one(rx, i, frames.MRC_UDP_PORT), now)
+
+        hand_over(core, rx.records(self.metas), rx.view, now, other, lambda: None)
 
 
 Link = Objects | Codec

@@ -38,6 +38,10 @@ from typing import Any
 
 from mrc_transport import switched_on, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
+from mrc_transport.protocol.endpoint import RX_DATA as RX_DATA  # the kinds of RxRec
+from mrc_transport.protocol.endpoint import RX_OTHER as RX_OTHER
+from mrc_transport.protocol.endpoint import RX_SACK as RX_SACK
+from mrc_transport.protocol.endpoint import RxRec as RxRec
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun
 from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
@@ -66,13 +70,6 @@ EV_TEMPLATES = 4096
 as many as its C table has slots, csrc/mrc_fast.h MRC_TMPL_SLOTS)."""
 RX_REC = struct.Struct("=bBBxIQQIIIIIII16s4x")
 """struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
-RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
-"""(kind, flags, ce, dst_conn, ts, bitmap, ev, psn, msn, msg_offset, msg_len, payload
-offset, payload length, 16-byte source) of one datagram, as ``RX_REC`` unpacks it: the
-fields of a data packet (kind ``RX_DATA``); of a SACK or ACK (``RX_SACK``) in the same
-slots, psn the cumulative PSN, msn the SACK base, msg_len the window and ev the EV it
-reflects; or only ``RX_OTHER`` for anything else."""
-RX_OTHER, RX_DATA, RX_SACK = 0, 1, 2
 _NOT_DATA: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
 
 

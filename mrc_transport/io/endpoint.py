@@ -415,12 +415,10 @@ class MrcEndpoint:
         now = self.clock()
         self.received += len(recs)
         self.receive_bursts += 1
-        core, view = self.core, burst.view
-        for i, rec in enumerate(recs):
-            if (i + 1) % RX_FLUSH == 0:
-                self._flush_control()
-            if not hand_over(core, rec, view, now):
-                self._receive_one(burst, i, now)
+        hand_over(
+            self.core, recs, burst.view, now, lambda i: self._receive_one(burst, i, now),
+            self._flush_control,
+        )  # fmt: skip
         return len(recs)
 
     def _receive_one(self, burst: batchio.PyBurstReceiver, i: int, now: float) -> None:
@@ -700,18 +698,27 @@ class MrcEndpoint:
         }
 
 
-def hand_over(core: Endpoint, rec: batchio.RxRec, view: memoryview, now: float) -> bool:
-    """Give the core a data packet or SACK as its decoded record's fields (a payload as a
-    view of its slot in ``view``); False for any other record, which the caller decodes."""
-    kind, flags, ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = rec
-    if kind == batchio.RX_DATA:
-        payload = view[at : at + n]
-        core.receive_data(conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
-    elif kind == batchio.RX_SACK:
-        core.receive_sack(conn, src, flags, psn, msn, bitmap, ev, ts, size, now)
-    else:
-        return False
-    return True
+def hand_over(
+    core: Endpoint,
+    recs: list[batchio.RxRec],
+    view: memoryview,
+    now: float,
+    other: Callable[[int], None],
+    flush: Callable[[], None],
+) -> None:
+    """Give the core a received burst's records: data packets and SACKs as their fields
+    (``Endpoint.receive_records``, a payload as a view of its slot in ``view``), any other
+    record i to ``other(i)`` in its turn; ``flush()`` after every RX_FLUSH records and
+    after the last."""
+    i, n = 0, len(recs)
+    while i < n:
+        stop = min(n, i - i % RX_FLUSH + RX_FLUSH)
+        i = core.receive_records(recs, view, now, i, stop)
+        if i < stop:
+            other(i)
+            i += 1
+        if i == stop:
+            flush()
 
 
 def decode_one(burst: batchio.PyBurstReceiver, i: int, dport: int) -> frames.Packet:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from mrc_transport.wire import frames
 from srv6.path import SrPath
@@ -23,6 +24,17 @@ from .counters import EndpointCounters
 from .receiver import Payload
 from .sender import Outgoing, expand_runs
 from .transmit import Transmit
+
+RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
+"""(kind, flags, ce, dst_conn, ts, bitmap, ev, psn, msn, msg_offset, msg_len, payload
+offset, payload length, 16-byte source) of one received datagram, as the IO layer's burst
+decoder gives it (io/batchio.py ``RX_REC``, struct mrc_rx_rec in csrc/mrc_fast.h): the
+fields of a data packet (kind ``RX_DATA``); of a SACK or ACK (``RX_SACK``) in the same
+slots, psn the cumulative PSN, msn the SACK base, msg_len the window and ev the EV it
+reflects; or only ``RX_OTHER`` for anything else."""
+RX_OTHER: Final = 0
+RX_DATA: Final = 1
+RX_SACK: Final = 2
 
 PathsFor = Callable[[frames.PathHeader], Sequence[SrPath]]
 """Given an arriving SETUP's path header (its source address), the paths back to that
@@ -110,6 +122,27 @@ class Endpoint:
             conn.receive_data(
                 src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now
             )
+
+    def receive_records(
+        self, recs: list[RxRec], view: memoryview, now: float, start: int, stop: int
+    ) -> int:
+        """``receive_data`` or ``receive_sack`` of records ``start`` to ``stop`` of a
+        received burst, in order, each payload a view of its slot in ``view``; stops at
+        the first record of another kind and returns its index (``stop`` if none), for
+        the caller to decode. One compiled loop: a call per packet from the IO layer's
+        Python, with its 12 arguments, cost more than the loop's work."""
+        for i in range(start, stop):
+            kind, flags, ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
+            if kind == RX_DATA:
+                payload = view[at : at + n]
+                self.receive_data(
+                    conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now
+                )
+            elif kind == RX_SACK:
+                self.receive_sack(conn, src, flags, psn, msn, bitmap, ev, ts, size, now)
+            else:
+                return i
+        return stop
 
     def receive_sack(
         self,

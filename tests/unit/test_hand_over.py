@@ -1,0 +1,55 @@
+"""A received burst's records into the core: data packets and SACKs through the core's
+compiled loop (``Endpoint.receive_records``), anything else to the caller in its turn,
+SACKs flushed every RX_FLUSH records (io/endpoint.py ``hand_over``)."""
+
+from __future__ import annotations
+
+import random
+
+from mrc_transport.io import batchio
+from mrc_transport.io import endpoint as ep_mod
+from mrc_transport.protocol import Config, Endpoint
+
+
+def _rec(kind: int) -> batchio.RxRec:
+    # a record for connection 5, which this endpoint does not have: counted, dropped
+    return (kind, 0, 0, 5, 0, 0, 1, 10, 0, 0, 100, 0, 100, bytes(16))
+
+
+def test_receive_records_stops_at_the_first_other_record() -> None:
+    core = Endpoint(Config(), random.Random(1))
+    recs = [_rec(batchio.RX_DATA), _rec(batchio.RX_SACK), _rec(batchio.RX_OTHER)]
+    recs.append(_rec(batchio.RX_DATA))
+    view = memoryview(bytearray(4096))
+    assert core.receive_records(recs, view, 0.0, 0, 4) == 2
+    assert core.counters.unknown_connection == 2  # both went to the (missing) connection
+    assert core.receive_records(recs, view, 0.0, 3, 4) == 4
+    assert core.counters.unknown_connection == 3
+
+
+def test_hand_over_keeps_order_and_flushes_every_rx_flush_records() -> None:
+    core = Endpoint(Config(), random.Random(1))
+    n, others = 2 * ep_mod.RX_FLUSH + 6, {5, ep_mod.RX_FLUSH + 8}
+    kinds = [batchio.RX_OTHER if i in others else batchio.RX_DATA for i in range(n)]
+    log: list[tuple[str, int]] = []
+
+    def other(i: int) -> None:
+        # in its turn: every data record before it was handed over, none after it
+        assert core.counters.unknown_connection == i - sum(o < i for o in others)
+        log.append(("other", i))
+
+    def flush() -> None:
+        log.append(("flush", core.counters.unknown_connection))
+
+    view = memoryview(bytearray(4096))
+    ep_mod.hand_over(core, [_rec(k) for k in kinds], view, 0.0, other, flush)
+    rx = ep_mod.RX_FLUSH
+    # a flush after each RX_FLUSH records and after the last
+    assert log == [
+        ("other", 5),
+        ("flush", rx - 1),
+        ("other", rx + 8),
+        ("flush", 2 * rx - 2),
+        ("flush", n - 2),
+    ]
+    assert core.counters.unknown_connection == n - 2
