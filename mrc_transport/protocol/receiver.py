@@ -263,6 +263,11 @@ class Receiver:
         self.held -= n
         return self.rwnd - self.advertised >= max(self.cfg.rcvbuf // 4, self.cfg.mss)
 
+    def owe_sack(self) -> None:
+        """A SACK is owed, to be built when it is sent: the delayed-ACK timer has
+        nothing left to do until then (a deadline left in the past would fire again)."""
+        self.ack_deadline = math.inf
+
     def sack(self, ce: bool = False) -> frames.SackHeader:
         """A SACK of the current state reflecting the last trigger."""
         base = max(self.cum, self.highest - (SACK_BITMAP_BITS - 1))
