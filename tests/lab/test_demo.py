@@ -31,6 +31,7 @@ pytestmark = pytest.mark.lab
 MRC_STALL_BOUND_MS = 200.0
 RESTORE_LAG_MS = 300.0
 CUT_AT_S, CUT_S = 2.0, 1.0
+APPLY_LAG_S = 1.0  # longest a fault step may take effect after its time
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -72,12 +73,11 @@ def test_failover_gray_cut_mrc_rides_it_out_tcp_stalls(lab_name: str, tmp_path: 
         "gray",
         doc["meta"]["tcp_link"],
     )
-    # Each step takes effect when its `nft`/`ip` command returns: up to RESTORE_LAG_MS
-    # after its time on a busy machine (228 ms for the cut, 168 ms for the restore once,
-    # so the cut lasted 940 ms of the 1000 ms scheduled).
-    lag_s = RESTORE_LAG_MS / 1000
-    assert CUT_AT_S <= fault["t_start"] <= CUT_AT_S + lag_s, fault
-    assert CUT_AT_S + CUT_S <= fault["t_end"] <= CUT_AT_S + CUT_S + lag_s, fault
+    # Each step takes effect when its `nft`/`ip` command returns, some time after the
+    # step's time (70-230 ms here; 315 ms with two CPU hogs beside the demo, and a cut
+    # run 228 ms late and restored 168 ms late lasted 940 ms of the 1000 scheduled).
+    assert CUT_AT_S <= fault["t_start"] <= CUT_AT_S + APPLY_LAG_S, fault
+    assert CUT_AT_S + CUT_S <= fault["t_end"] <= CUT_AT_S + CUT_S + APPLY_LAG_S, fault
     cut_ms = (fault["t_end"] - fault["t_start"]) * 1000
     assert fault["mrc_stall_ms"] is not None
     assert fault["mrc_stall_ms"] < MRC_STALL_BOUND_MS, fault
