@@ -271,6 +271,32 @@ def test_rto_resends_only_the_oldest_packet_and_blames_no_ev() -> None:
     assert conn.cc.window == window
 
 
+def test_an_rto_resends_its_packet_with_no_window_left() -> None:
+    """RFC 6298 5.4: when the timer expires, the oldest packet goes again at once. Other
+    resends wait for window room; with every plane's window filled by packets that were
+    all lost, the RTO's must not, or each RTO only frees one packet's room (the
+    gray-cut demo under load: 2-6 RTOs in a row, stalls of 1.3-2.4 s)."""
+    fabric, conn, _ = established()
+    now = fabric.now
+    conn.send_message(bytes(6 * CFG.mss), now)
+    data = conn.datagrams_to_send(now)
+    for plane in conn.evs.planes:  # the windows shrank below what is in flight
+        conn.sender.cc.sent(plane, 1 << 30)
+    timer = conn.get_timer()
+    assert timer is not None
+    conn.handle_timer(timer)
+    [resent] = conn.datagrams_to_send(timer)
+    assert psn(resent) == psn(data[0])
+    assert resent.header.common.flags & Flags.RTX
+    # one packet beyond the window per RTO, as TCP: the next resend waits for room
+    later = conn.get_timer()
+    assert later is not None and later > timer
+    conn.handle_timer(later)
+    [again] = conn.datagrams_to_send(later)
+    assert psn(again) == psn(data[1])
+    assert conn.datagrams_to_send(later) == []
+
+
 def test_the_host_announcing_a_port_down_retires_it_and_resends_its_packets() -> None:
     """Link state (io/linkwatch.py) tells the core before any send is refused: a plane
     whose window is full would otherwise not learn it until RACK found the losses."""
