@@ -290,7 +290,8 @@ def test_an_rto_resends_its_packet_with_no_window_left() -> None:
     assert resent.header.common.flags & Flags.RTX
     # one packet beyond the window per RTO, as TCP: the next resend waits for room
     later = conn.get_timer()
-    assert later is not None and later > timer
+    assert later is not None
+    assert later > timer
     conn.handle_timer(later)
     [again] = conn.datagrams_to_send(later)
     assert psn(again) == psn(data[1])
