@@ -39,7 +39,8 @@ class ConnCounters:
     sacks_sent: int = 0
     """SACKs sent."""
     sacks_superseded: int = 0
-    """Queued SACKs a newer SACK of the same receive burst replaced (connection.py)."""
+    """Times a SACK fell due while one was already owed: merged into it, since the SACK
+    is built from the state at the moment it is sent (connection.py ``_queue_sack``)."""
     sacks_received: int = 0
     """SACKs accepted."""
     ecn_echoes: int = 0
