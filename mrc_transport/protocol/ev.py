@@ -37,6 +37,7 @@ import enum
 import math
 import random
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from srv6.path import SrPath
@@ -214,7 +215,7 @@ class EvSet:
         self.plane_marked: dict[int, float] = {}
         """Per plane: the moving average of its SACKs' ECN echoes (the sender's windows
         keep it, cc/planes.py); the default scheduler weighs planes by it."""
-        self.window_full: set[int] = set()
+        self.window_full: AbstractSet[int] = frozenset()
         """Planes whose congestion window has no room for the next packet (the sender
         sets it before each pick: cc/planes.py)."""
         self.ports_busy: set[int] = set()

@@ -69,7 +69,7 @@ class RandomScheduler(Scheduler):
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
-        self._credit: dict[int, Credit] = {}
+        self._credit: list[Credit] = []  # one per plane, in the order of EvSet.planes
 
     def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
         mine = self._plane(evs)
@@ -87,20 +87,22 @@ class RandomScheduler(Scheduler):
     def _plane(self, evs: EvSet) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx),
         leaving out ``EvSet.skip_planes`` (full window, busy local port)."""
-        credits, best, top, total = self._credit, -1, None, 0.0
+        planes, credits = evs.planes, self._credit
+        while len(credits) < len(planes):  # the planes of a connection are fixed
+            credits.append(Credit())
+        best, top, total = -1, None, 0.0
         marked, skip = evs.plane_marked, evs.skip_planes()
         usable = evs.usable_by_plane
-        for plane in evs.planes:
+        for i, plane in enumerate(planes):
             n = len(usable.get(plane, ()))
             if not n or plane in skip:
                 continue
             # a plane whose SACKs are mostly marked has no clean EV left to skip to:
             # its weight falls with the marked fraction (cc/planes.py; ours)
-            weight = n * (1.0 - marked.get(plane, 0.0))
+            m = marked.get(plane)
+            weight = n * (1.0 - m) if m is not None else float(n)
             total += weight
-            c = credits.get(plane)
-            if c is None:
-                c = credits[plane] = Credit()
+            c = credits[i]
             c.value += weight
             if top is None or c.value > top.value:
                 best, top = plane, c

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from typing import Final
 
 from ..config import Config
 from . import make_cc
@@ -26,6 +28,7 @@ from .nscc import Nscc
 SCOPES = ("plane", "connection")
 ALPHA_GAIN = 1 / 16  # DCTCP's g (RFC 8257 section 4.2)
 ALPHA_PERSISTENT = 0.5  # marked SACKs on a plane above which no EV of it is clean (ours)
+NONE_FULL: Final[frozenset[int]] = frozenset()  # ``full`` when every plane has room
 
 
 class PlaneWindows:
@@ -74,13 +77,19 @@ class PlaneWindows:
             return self.cc[plane].can_send(self.in_flight[plane], size)
         return self.cc[plane].can_send(self.total, size)
 
-    def full(self, planes: Sequence[int], size: int) -> set[int]:
+    def full(self, planes: Sequence[int], size: int) -> AbstractSet[int]:
         """The planes of ``planes`` that have no room for ``size`` more bytes (``room``,
         inlined: the sender asks before every packet)."""
         if not self.per_plane:
-            return set(planes) if not self.room(planes[0], size) else set()
+            return set(planes) if not self.room(planes[0], size) else NONE_FULL
         cc, flight = self.cc, self.in_flight
-        return {p for p in planes if not cc[p].can_send(flight[p], size)}
+        full: set[int] | None = None  # no set built when every plane has room: the
+        for p in planes:  # common case, asked before every packet
+            if not cc[p].can_send(flight[p], size):
+                if full is None:
+                    full = set()
+                full.add(p)
+        return NONE_FULL if full is None else full
 
     def sent(self, plane: int, n: int) -> None:
         """``n`` bytes went out on ``plane``."""
