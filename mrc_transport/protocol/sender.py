@@ -76,6 +76,9 @@ class OutMessage:
     """Message sequence number."""
     data: View
     """The application's bytes."""
+    length: int
+    """``data.nbytes``, kept: a memoryview's attribute costs a generic lookup, and the
+    sender asks for every packet sent and acknowledged."""
     next_offset: int = 0
     """First byte not yet segmented."""
     acked: int = 0
@@ -292,7 +295,7 @@ class Sender:
             raise ValueError("a message is at most 2**32 - 1 bytes")
         msn = self.next_msn
         self.next_msn += 1
-        self.pending.append(OutMessage(msn, view))
+        self.pending.append(OutMessage(msn, view, view.nbytes))
         self.counters.messages_sent += 1
         return msn
 
@@ -402,7 +405,7 @@ class Sender:
         if not self.pending or self.snd_nxt - self.snd_una >= self.cfg.reorder_window:
             return False
         msg = self.pending[0]
-        total = msg.data.nbytes
+        total = msg.length
         n = min(self.mss, total - msg.next_offset)
         if self.fc_bytes + n > self.peer_rwnd or not self._room(n):
             return False
@@ -452,7 +455,7 @@ class Sender:
             pkt.psn & MASK32,
             msg.msn & MASK32,
             pkt.offset,
-            msg.data.nbytes,
+            msg.length,
             int(now * 1e9),
         )
         payload = msg.data[pkt.offset : pkt.offset + pkt.length]
@@ -561,9 +564,9 @@ class Sender:
         self._plane_acked(pkt, rtt)
         msg = pkt.msg
         msg.acked += pkt.length
-        if msg.acked >= msg.data.nbytes and msg.next_offset >= msg.data.nbytes:
+        if msg.acked >= msg.length and msg.next_offset >= msg.length:
             self.counters.messages_acked += 1
-            self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.data.nbytes))
+            self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.length))
 
     def _plane(self, plane: int) -> PlaneRack:
         pr = self.planes.get(plane)
