@@ -17,7 +17,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -432,7 +432,8 @@ class _Reporter:
         self.t0 = time.monotonic()
         self._last = (0, 0, 0)
 
-    async def run(self) -> None:
+    async def run(self, running: Callable[[], bool] = lambda: True) -> None:
+        """A line per interval while ``running()`` (until cancelled, by default)."""
         import trio
 
         if self.interval <= 0:
@@ -443,6 +444,8 @@ class _Reporter:
         n = 1
         while True:
             await trio.sleep_until(_trio_time(self.t0 + n * self.interval))
+            if not running():
+                return
             self.line((n - 1) * self.interval, n * self.interval)
             n += 1
 
@@ -771,8 +774,10 @@ def _server_session(
 
 
 async def _report_session(session: _Session, reporter: _Reporter) -> None:
+    # Lines while a stream of the session runs: a client that died before all its
+    # streams sent P leaves the session short of -P streams, never to end.
     with session.reporter:
-        await reporter.run()
+        await reporter.run(lambda: session.finished < len(session.streams))
 
 
 def _server_start_doc(args: argparse.Namespace, params: Any, handle: Any) -> dict[str, Any]:
