@@ -2,12 +2,12 @@
 
 The core is driven through the entry points the socket endpoint uses. The sender side is
 ``send_message`` + ``burst_to_send`` (segmentation, EV choice, new data as ``DataRun``s) +
-SACK processing; the receiver side is ``receive_data`` of each data packet (placement,
-SACK decisions) + building its SACKs. Two cores are pumped in memory with explicit times
+SACK processing; the receiver side is ``receive_records`` of each burst's data packets
+(placement, SACK decisions) + building its SACKs. Two cores are pumped in memory with explicit times
 (no loss), and the CPU time of each side is measured separately.
 
-Each mode runs side by side in one process: the core alone (runs handed over as objects,
-each data packet's fields read from its run), then the core with every packet going
+Each mode runs side by side in one process: the core alone (each data packet's and SACK's
+fields read from the objects into records, as the burst decoder would make them), then the core with every packet going
 through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
 ``add``, then ``records`` of the UDP payloads as a socket would deliver them) in each
 backend available (the pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the
@@ -80,46 +80,53 @@ def _src(path: SrPath) -> bytes:
     return src
 
 
-DataFields = tuple[int, bytes, int, bool, int, int, int, int, int, int, bytes]
-"""``Endpoint.receive_data``'s arguments but the time."""
-
-
 class Objects:
-    """The core alone: a burst handed over as it is; each data packet of a run given to
-    the receiving core as its fields and a copy of its payload, made in the untimed
-    hand-over (the kernel's copy into a socket's slot)."""
+    """The core alone: a burst handed over as it is, its data packets and SACKs as the
+    records the endpoint's burst decoder would make of them (each payload copied into one
+    buffer in the untimed hand-over, the kernel's copy into a socket's slots), the other
+    packets as objects; the receiving core takes them as the endpoint does (``hand_over``)."""
 
     name = "core alone"
+
+    def __init__(self) -> None:
+        self.others: dict[int, frames.Packet] = {}
 
     def send(self, items: list[Outgoing]) -> object:
         return items
 
     def carry(self, sent: object) -> object:
         assert isinstance(sent, list)
-        out: list[DataFields | frames.Packet] = []
+        recs: list[batchio.RxRec] = []
+        buf = bytearray()
+        self.others = {}
         for item in sent:
-            if not isinstance(item, DataRun):
-                path = _path(item.path, item.ev, item.dscp)
-                out.append(frames.Packet(path, item.header, bytes(item.payload)))
-                continue
-            conn, total, last = item.commons.dst_conn, item.data.nbytes, len(item) - 1
-            for i, ev in enumerate(item.evs):
-                off = item.offset + i * item.seg
-                flags = item.flags | item.last_flags if i == last else item.flags
-                out.append((
-                    conn, _src(ev.path), ev.value, False, flags, (item.psn + i) & 0xFFFFFFFF,
-                    item.msn, off, total, item.ts, bytes(item.data[off : off + item.seg]),
+            if isinstance(item, DataRun):
+                for i, ev in enumerate(item.evs):
+                    h, payload = item.header(i), item.payload(i)
+                    recs.append((
+                        batchio.RX_DATA, int(h.common.flags), 0, h.common.dst_conn, h.ts, 0,
+                        ev.value, h.psn, h.msn, h.msg_offset, h.msg_len, len(buf),
+                        len(payload), _src(ev.path),
+                    ))  # fmt: skip
+                    buf += payload
+            elif isinstance(k := item.header, frames.SackHeader):
+                c = k.common
+                recs.append((
+                    batchio.RX_SACK, int(c.flags), 0, c.dst_conn, k.ts, k.bitmap, k.ev,
+                    k.cum_psn, k.sack_base, 0, k.rwnd, 0, 0, _src(item.path),
                 ))  # fmt: skip
-        return out
+            else:
+                self.others[len(recs)] = frames.Packet(
+                    _path(item.path, item.ev, item.dscp), item.header, bytes(item.payload)
+                )
+                recs.append(batchio.OTHER_REC)
+        return recs, memoryview(buf)
 
     def deliver(self, carried: object, core: Endpoint, now: float) -> None:
-        assert isinstance(carried, list)
-        for item in carried:
-            if isinstance(item, frames.Packet):
-                core.receive(item, now)
-            else:
-                conn, src, ev, ce, flags, psn, msn, off, total, ts, payload = item
-                core.receive_data(conn, src, ev, ce, flags, psn, msn, off, total, ts, payload, now)
+        assert isinstance(carried, tuple)
+        recs, view = carried
+        others = self.others
+        hand_over(core, recs, view, now, lambda i: core.receive(others[i], now), lambda: None)
 
 
 class Codec:

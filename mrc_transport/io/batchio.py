@@ -70,7 +70,8 @@ EV_TEMPLATES = 4096
 as many as its C table has slots, csrc/mrc_fast.h MRC_TMPL_SLOTS)."""
 RX_REC = struct.Struct("=bBBxIQQIIIIIII16s4x")
 """struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
-_NOT_DATA: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
+OTHER_REC: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
+"""A record of kind ``RX_OTHER``: its datagram is decoded one at a time."""
 
 
 def _load() -> tuple[Any, Any]:
@@ -276,14 +277,14 @@ class PyBurstReceiver:
     def _record(self, off: int, meta: RxMeta) -> RxRec:
         n, truncated, tclass, sport, flow, src, dst = meta
         if truncated or n > self.slot_size:
-            return _NOT_DATA
+            return OTHER_REC
         try:
             packet = wire.decode_datagram_untrusted(
                 self.view[off : off + n], src=src, dst=dst, sport=sport, dport=0,
                 tclass=tclass, flow_label=flow,
             )  # fmt: skip
         except wire.BadPacket:
-            return _NOT_DATA
+            return OTHER_REC
         h = packet.header
         ce = int(packet.path.ecn == Ecn.CE)
         if type(h) is SackHeader:
@@ -293,7 +294,7 @@ class PyBurstReceiver:
                 h.sack_base, 0, h.rwnd, 0, 0, src,
             )  # fmt: skip
         if type(h) is not DataHeader:
-            return _NOT_DATA
+            return OTHER_REC
         c, size = h.common, len(packet.payload)
         return (
             RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, 0, packet.path.ev, h.psn, h.msn,

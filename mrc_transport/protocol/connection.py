@@ -438,7 +438,7 @@ class Connection:
         """``receive`` of a data packet given as its fields: its source address, EV and
         CE mark as received, its header's flags and fields, its payload (copied, never
         kept). What an endpoint calls for the bulk of its traffic, without a ``Packet``
-        and a ``DataHeader`` built per packet (Endpoint.receive_data)."""
+        and a ``DataHeader`` built per packet (Endpoint.receive_records)."""
         self._arrived(src)
         self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
 

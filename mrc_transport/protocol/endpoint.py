@@ -21,7 +21,6 @@ from . import events
 from .config import Config
 from .connection import Connection
 from .counters import EndpointCounters
-from .receiver import Payload
 from .sender import Outgoing, expand_runs
 from .transmit import Transmit
 
@@ -101,66 +100,29 @@ class Endpoint:
             self.counters.unknown_connection += 1
         return conn
 
-    def receive_data(
-        self,
-        dst_conn: int,
-        src: bytes,
-        ev: int,
-        ce: bool,
-        flags: int,
-        psn32: int,
-        msn32: int,
-        msg_offset: int,
-        msg_len: int,
-        ts: int,
-        payload: Payload,
-        now: float,
-    ) -> None:
-        """``receive`` of a data packet given as its fields (Connection.receive_data)."""
-        conn = self._connection(dst_conn)
-        if conn is not None:
-            conn.receive_data(
-                src, ev, ce, flags, psn32, msn32, msg_offset, msg_len, ts, payload, now
-            )
-
     def receive_records(
         self, recs: list[RxRec], view: memoryview, now: float, start: int, stop: int
     ) -> int:
-        """``receive_data`` or ``receive_sack`` of records ``start`` to ``stop`` of a
-        received burst, in order, each payload a view of its slot in ``view``; stops at
-        the first record of another kind and returns its index (``stop`` if none), for
-        the caller to decode. One compiled loop: a call per packet from the IO layer's
-        Python, with its 12 arguments, cost more than the loop's work."""
+        """``receive`` of records ``start`` to ``stop`` of a received burst, in order:
+        data packets (``Connection.receive_data``, a payload as a view of its slot in
+        ``view``) and SACKs (``Connection.receive_sack``) as their fields, without an
+        object per packet; stops at the first record of another kind and returns its
+        index (``stop`` if none), for the caller to decode. One compiled loop: a call per
+        packet from the IO layer's Python, with its 12 arguments, cost more than the
+        loop's work."""
         for i in range(start, stop):
-            kind, flags, ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
+            kind, flags, ce, dst, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
+            if kind == RX_OTHER:
+                return i
+            conn = self._connection(dst)
+            if conn is None:
+                continue
             if kind == RX_DATA:
                 payload = view[at : at + n]
-                self.receive_data(
-                    conn, src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now
-                )
-            elif kind == RX_SACK:
-                self.receive_sack(conn, src, flags, psn, msn, bitmap, ev, ts, size, now)
-            else:
-                return i
+                conn.receive_data(src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
+            else:  # RX_SACK: psn the cumulative PSN, msn the SACK base, size the window
+                conn.receive_sack(src, flags, psn, msn, bitmap, ev, ts, size, now)
         return stop
-
-    def receive_sack(
-        self,
-        dst_conn: int,
-        src: bytes,
-        flags: int,
-        cum_psn: int,
-        sack_base: int,
-        bitmap: int,
-        ev: int,
-        ts: int,
-        rwnd: int,
-        now: float,
-    ) -> None:
-        """``receive`` of a SACK or ACK given as its fields (Connection.receive_sack)."""
-        conn = self._connection(dst_conn)
-        if conn is not None:
-            conn.receive_sack(src, flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:
         known = self._by_peer.get(h.common.src_conn)

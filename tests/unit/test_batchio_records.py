@@ -94,7 +94,7 @@ def test_records_read_data_packets_and_leave_the_rest(make: type[batchio.PyBurst
         0, 1 << 20, 0, 0, SRC,
     )  # fmt: skip
     assert recs[3][:8] == (batchio.RX_SACK, 0, 0, 5, 999, 0, 0xABCDE, 100)
-    assert recs[4] == batchio._NOT_DATA
+    assert recs[4] == batchio.OTHER_REC
     assert [receiver.meta(i) for i in range(len(metas))] == metas
 
 
