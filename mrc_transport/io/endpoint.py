@@ -385,11 +385,11 @@ class MrcEndpoint:
         while True:
             got = self._receive_ready(rx)
             # drain the socket before timers run, so no SACK that is already here can be
-            # late for its packet's RTO or RACK deadline; a flood gets a pump every
-            # DRAIN_BURSTS receive bursts all the same
+            # late for its packet's RTO or RACK deadline (each burst's own SACKs went out
+            # at its end, hand_over); a flood gets a pump every DRAIN_BURSTS receive
+            # bursts all the same
             full = full + 1 if got >= RECV_BURST else 0
             if 0 < full < DRAIN_BURSTS:
-                self._flush_control()
                 await trio.lowlevel.checkpoint()
                 continue
             full = 0
