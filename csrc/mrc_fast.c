@@ -678,22 +678,21 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
         if (decode_mrc(&c, &d) < 0)
             continue;
         const struct mrc_header *h = &d.hdr;
+        int sack = h->opcode == OP_SACK || h->opcode == OP_ACK;
+        if (!sack && !is_data(h->opcode))
+            continue;
         r->flags = h->flags;
         r->ce = (m->tclass & 3) == 3;  /* RFC 3168 section 5: CE is 0b11 */
         r->dst_conn = h->dst_conn;
         r->ts = h->ts;
         memcpy(r->src, m->src, 16);
-        if (h->opcode == OP_SACK || h->opcode == OP_ACK) {
+        if (sack) {
             r->kind = MRC_RX_SACK;
             r->bitmap = h->bitmap;
             r->ev = h->ev;
             r->psn = h->cum_psn;
             r->msn = h->sack_base;
             r->msg_len = h->rwnd;
-            continue;
-        }
-        if (!is_data(h->opcode)) {
-            memset(r, 0, sizeof(*r));
             continue;
         }
         r->kind = MRC_RX_DATA;
