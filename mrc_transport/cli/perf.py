@@ -498,32 +498,54 @@ def _trio_time(t_mono: float) -> float:
 def _start_doc(
     args: argparse.Namespace, paths: list[Any], cfg: Any, duration: float, nbytes: int, session: str
 ) -> dict[str, Any]:
-    from mrc_transport import __version__, wire
+    from mrc_transport import wire
+
+    test = _test_start(
+        args.parallel, parse_size(args.length, "-l"), duration, nbytes, args.reverse,
+        parse_rate(args.bitrate),
+    )  # fmt: skip
+    test.update(
+        evs=cfg.ev_count,
+        planes=sorted({p.plane for p in paths}),
+        paths=len(paths),
+        encoding=args.encoding,
+        cc=cfg.cc,
+        cc_scope=cfg.cc_scope,
+        scheduler=cfg.scheduler,
+        mss=cfg.mss,
+        codec=wire.BACKEND,
+    )
+    return _doc_start(session, "connecting_to", {"host": args.client, "port": args.port}, test)
+
+
+def _doc_start(
+    session: str, peer_key: str, peer: dict[str, Any], test: dict[str, Any]
+) -> dict[str, Any]:
+    """iperf3's ``start`` object, client's or server's: who, when, and the test."""
+    from mrc_transport import __version__
 
     return {
         "version": f"mrc {__version__}",
         "system_info": os.uname().sysname,
         "timestamp": {"timesecs": int(time.time())},
-        "connecting_to": {"host": args.client, "port": args.port},
+        peer_key: peer,
         "cookie": session,
-        "test_start": {
-            "protocol": "MRC",
-            "num_streams": args.parallel,
-            "blksize": parse_size(args.length, "-l"),
-            "duration": duration,
-            "bytes": nbytes,
-            "reverse": int(args.reverse),
-            "target_bitrate": parse_rate(args.bitrate),
-            "evs": cfg.ev_count,
-            "planes": sorted({p.plane for p in paths}),
-            "paths": len(paths),
-            "encoding": args.encoding,
-            "cc": cfg.cc,
-            "cc_scope": cfg.cc_scope,
-            "scheduler": cfg.scheduler,
-            "mss": cfg.mss,
-            "codec": wire.BACKEND,
-        },
+        "test_start": test,
+    }
+
+
+def _test_start(
+    streams: int, blksize: int, duration: float, nbytes: int, reverse: bool, bitrate: float
+) -> dict[str, Any]:
+    """iperf3's ``test_start`` keys, both ends'."""
+    return {
+        "protocol": "MRC",
+        "num_streams": streams,
+        "blksize": blksize,
+        "duration": duration,
+        "bytes": nbytes,
+        "reverse": int(reverse),
+        "target_bitrate": bitrate,
     }
 
 
@@ -781,28 +803,14 @@ async def _report_session(session: _Session, reporter: _Reporter) -> None:
 
 
 def _server_start_doc(args: argparse.Namespace, params: Any, handle: Any) -> dict[str, Any]:
-    from mrc_transport import __version__
-
+    test = _test_start(
+        params.parallel, params.length, params.duration, params.nbytes * params.parallel,
+        params.reverse, params.rate_bps,
+    )  # fmt: skip
+    test.update(planes=list(params.planes), encoding=args.encoding, port=args.port)
     conn = handle.conn
-    return {
-        "version": f"mrc {__version__}",
-        "system_info": os.uname().sysname,
-        "timestamp": {"timesecs": int(time.time())},
-        "accepted_connection": {"conn": conn.conn, "peer_conn": conn.peer_conn},
-        "cookie": params.session,
-        "test_start": {
-            "protocol": "MRC",
-            "num_streams": params.parallel,
-            "blksize": params.length,
-            "duration": params.duration,
-            "bytes": params.nbytes * params.parallel,
-            "reverse": int(params.reverse),
-            "target_bitrate": params.rate_bps,
-            "planes": list(params.planes),
-            "encoding": args.encoding,
-            "port": args.port,
-        },
-    }
+    peer = {"conn": conn.conn, "peer_conn": conn.peer_conn}
+    return _doc_start(params.session, "accepted_connection", peer, test)
 
 
 async def _server_conn(
