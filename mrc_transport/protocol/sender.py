@@ -285,7 +285,8 @@ class Sender:
         self.rto_count = 0
         self._last_rto = -math.inf
         self._rto_resend = False
-        """An RTO fired and its resend has not gone: the next resend ignores the window."""
+        """An RTO fired and its resend has not gone: the next resend ignores the window
+        (cleared too when nothing is left to resend)."""
 
     # -- application side ---------------------------------------------------------------
     def queue(self, data: bytes | bytearray | memoryview) -> int:
@@ -399,6 +400,7 @@ class Sender:
             if pkt is not None and pkt.lost:
                 return pkt
             heapq.heappop(self._rtx)
+        self._rto_resend = False  # nothing to resend: the RTO's packet was acked meanwhile
         return None
 
     def _send_new(self, now: float, out: list[Outgoing]) -> bool:
