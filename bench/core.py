@@ -7,8 +7,8 @@ SACK processing; the receiver side is ``receive_records`` of each burst's data p
 (no loss), and the CPU time of each side is measured separately.
 
 Each mode runs side by side in one process: the core alone (each data packet's and SACK's
-fields read from the objects into records, as the burst decoder would make them), then the core with every packet going
-through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
+fields read from the objects into records, as the burst decoder would make them), then the
+core with every packet going through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
 ``add``, then ``records`` of the UDP payloads as a socket would deliver them) in each
 backend available (the pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the
 IO layer knows its per-core packet budget. Moving the bytes from one side's encoder to the
