@@ -3,17 +3,17 @@
 The core is driven through the entry points the socket endpoint uses. The sender side is
 ``send_message`` + ``burst_to_send`` (segmentation, EV choice, new data as ``DataRun``s) +
 SACK processing; the receiver side is ``receive_records`` of each burst's data packets
-(placement, SACK decisions) + building its SACKs. Two cores are pumped in memory with explicit times
-(no loss), and the CPU time of each side is measured separately.
+(placement, SACK decisions) + building its SACKs. Two cores are pumped in memory with
+explicit times (no loss), and the CPU time of each side is measured separately.
 
 Each mode runs side by side in one process: the core alone (each data packet's and SACK's
 fields read from the objects into records, as the burst decoder would make them), then the
-core with every packet going through the endpoint's burst encoder and burst decoder (io/batchio.py: ``add_run`` and
-``add``, then ``records`` of the UDP payloads as a socket would deliver them) in each
-backend available (the pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the
-IO layer knows its per-core packet budget. Moving the bytes from one side's encoder to the
-other's receive slots (the kernel's work) is not counted. Ratios are printed against the
-core alone.
+core with every packet going through the endpoint's burst encoder and burst decoder
+(io/batchio.py: ``add_run`` and ``add``, then ``records`` of the UDP payloads as a socket
+would deliver them) in each backend available (the pure-Python twin, and C when
+``batchio.BACKEND == "c"``), so the IO layer knows its per-core packet budget. Moving the
+bytes from one side's encoder to the other's receive slots (the kernel's work) is not
+counted. Ratios are printed against the core alone.
 
 When the compiled core is live (csrc/build_core.py), the same modes run again in a child
 process with the core from its source (``MRC_CORE_SOURCE=1``, the C codec as built), and
