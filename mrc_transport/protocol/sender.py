@@ -270,7 +270,6 @@ class Sender:
         self.fc_bytes = 0
         self.peer_rwnd = cfg.rcvbuf
         self.inflight: dict[int, SentPacket] = {}
-        self._order: deque[tuple[int, SentPacket]] = deque()
         self._seq = 0
         self._rtx: list[int] = []
         self.highest_sacked = initial_psn - 1
@@ -467,7 +466,6 @@ class Sender:
         """Book a transmission of ``pkt`` on its EV: RACK's orders, the window, counters."""
         self._seq += 1
         pkt.seq, pkt.sent_time = self._seq, now
-        self._order.append((self._seq, pkt))
         pr = self._plane(pkt.ev.plane)
         pr.sent += 1
         pkt.plane_seq = pr.sent
@@ -745,13 +743,23 @@ class Sender:
     # -- timers -------------------------------------------------------------------------
     def oldest_sent(self) -> float:
         """Send time of the oldest packet still in flight (inf: none)."""
-        order = self._order
-        while order:
-            seq, pkt = order[0]  # not _current(*order[0]): mypyc calls that generically
-            if self._current(seq, pkt):
-                return pkt.sent_time
-            order.popleft()
-        return math.inf
+        pkt = self._oldest()
+        return math.inf if pkt is None else pkt.sent_time
+
+    def _oldest(self) -> SentPacket | None:
+        """The packet in flight sent first: the earliest of the planes' first (each plane
+        keeps its transmissions in send order; stale entries at the front go here)."""
+        best: SentPacket | None = None
+        for pr in self.planes.values():
+            order = pr.order
+            while order:
+                seq, pkt = order[0]  # not _current(*order[0]): mypyc calls that generically
+                if self._current(seq, pkt):
+                    if best is None or seq < best.seq:
+                        best = pkt
+                    break
+                order.popleft()
+        return best
 
     def _rto_start(self) -> float:
         """The RTO runs from the oldest packet's send or the last RTO, whichever is later
@@ -773,7 +781,7 @@ class Sender:
         self.rto_count += 1
         self.counters.rtos += 1
         self._emit(events.RtoFired(now, self.conn, rto, self.rto_count))
-        oldest = next((p for s, p in self._order if self._current(s, p)), None)
+        oldest = self._oldest()
         if oldest is not None:
             self._lost(oldest, now, None)
             self._rto_resend = True
