@@ -83,11 +83,14 @@ RECV_BURST = 256  # datagrams per receive call
 RX_SLOT_MIN = 1500 - IPV6_HEADER_LEN  # receive slot of a host whose MTUs we cannot read
 DRAIN_BURSTS = 8  # receive calls that may run back to back before a pump (ours)
 RX_FLUSH = 32  # received packets after which owed SACKs go out, mid-burst (ours: ~1 ms)
-IO_MAX_BURST = 32  # data packets per connection per pump (Config.max_burst; ours: ~1 ms of
-# encode + send at the lab's measured ~35 us per 9 KB packet, so timestamps stay honest;
-# unshaped lab, 4 interleaved pairs of 5 s transfers: 1.04-1.23x the goodput of 16, the
-# fixed cost of a pump and the burst's ACK_REQ SACK spread over twice the packets; 64 was
-# no better than 32 in 3 more pairs)
+IO_MAX_BURST = 64  # data packets per connection per pump (Config.max_burst; ours). What a
+# pump costs besides its packets (a receive call, timers, events, a trio checkpoint, the
+# burst's ACK_REQ SACK at both ends) was ~1/4 of a 32-packet burst's time in the unshaped
+# lab (timed per loop section, 2026-12-03), so 64 took 13% less user CPU per packet at the
+# sender and 15% less at the receiver (7 interleaved sets of 5 s transfers; 128 was worse
+# than 64, and in an earlier state of the code 64 was no better than 32). A burst of 64
+# 9 KB packets takes ~1-1.3 ms to build, encode and hand to the kernel here (15-20 us per
+# packet), about the host delay ``IO_HOST_DELAY`` allows for
 IO_HOST_DELAY = 1e-3  # Config.host_delay of a userspace endpoint (measured, see there)
 # Data packets per SACK at least (htsim's 16 KB is four 4 KB packets; at a 9000-byte MTU
 # it is two). Each SACK costs a userspace endpoint tens of microseconds on both sides:

@@ -192,7 +192,7 @@ def in_order_per_port(sent: Sequence[bytes]) -> bool:
 # -- pure helpers ---------------------------------------------------------------------------
 def test_io_config_caps_the_burst_and_sets_a_host_delay_and_sack_spacing() -> None:
     cfg = io_config(Config(mss=8916))
-    assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (32, 1e-3)
+    assert (cfg.max_burst, cfg.host_delay) == (IO_MAX_BURST, IO_HOST_DELAY) == (64, 1e-3)
     assert cfg.ack_delay == IO_ACK_DELAY == 1e-3
     assert cfg.sack_every_bytes == 4 * 8916  # four jumbo packets, not htsim's two
     assert io_config(Config(mss=1000)).sack_every_bytes == Config().sack_every_bytes
