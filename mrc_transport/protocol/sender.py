@@ -115,7 +115,8 @@ class SentPacket:
         self.sent_time = 0.0
         """Time of the latest transmission."""
         self.seq = 0
-        """Transmission order of the latest transmission (RACK)."""
+        """Transmission order of the latest transmission (RACK); 0 before the first and
+        once acknowledged."""
         self.plane_seq = 0
         """Transmission order of the latest transmission among its plane's."""
         self.rtx = 0
@@ -562,6 +563,7 @@ class Sender:
         if pkt.seq > self._rack_seq and not (pkt.rtx and rtt < self.min_rtt):
             self._rack_seq, self._rack_rtt = pkt.seq, rtt
         self._plane_acked(pkt, rtt)
+        pkt.seq = 0  # its order entries are stale now (no dict lookup to tell, ``_current``)
         msg = pkt.msg
         msg.acked += pkt.length
         if msg.acked >= msg.length and msg.next_offset >= msg.length:
@@ -687,7 +689,9 @@ class Sender:
         return max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
 
     def _current(self, seq: int, pkt: SentPacket) -> bool:
-        return pkt.seq == seq and not pkt.lost and self.inflight.get(pkt.psn) is pkt
+        """Whether order entry (seq, pkt) is ``pkt``'s latest transmission, still in flight
+        (an acknowledged packet's ``seq`` is 0, ``_acked``)."""
+        return pkt.seq == seq and not pkt.lost
 
     def _requeue(self, pkt: SentPacket) -> None:
         """Take ``pkt`` out of the flight and queue it for retransmission."""
