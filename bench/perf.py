@@ -6,10 +6,11 @@
     can, drained by a BurstReceiver: what a userspace MRC sender pays without protocol or
     per-packet Python, so the most MRC's endpoint could reach here), plus
     CPU seconds per delivered gigabit (both ends: every process is our child; MRC's
-    includes two Python start-ups, ~0.6 s each). ``--repeat N`` runs the three N times,
-    interleaved, and reports medians; each run also says how many CPUs were busy outside
-    our processes meanwhile (/proc/stat minus our children: other work, or ksoftirqd),
-    since a shared machine moves these figures by 2x and more.
+    includes two Python start-ups, ~0.6 s each). ``--repeat N`` runs the four N times,
+    interleaved (MRC and iperf3 UDP back to back, each first in turn), and reports
+    medians; MRC / iperf3 UDP is the median of each run's ratio. Each run also says how
+    many CPUs were busy outside our processes meanwhile (/proc/stat minus our children:
+    other work, or ksoftirqd), since a shared machine moves these figures by 2x and more.
 (b) the shaped `default` lab (4 planes x 100 Mbit/s per host): one MRC connection vs the
     sum of the host's port rates, and one iperf3 TCP flow (baseline ECMP: one plane) vs
     one port's rate.
@@ -250,9 +251,16 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     try:
         up(topo, lab)
         for i in range(repeat):  # interleaved, so a busy spell hits all four alike
-            m = measure(lambda: mrc(lab, src, dst, seconds))
+            # MRC and iperf3 UDP back to back, each first in turn: their ratio is the
+            # target, and this VM's speed moved 1.6x between runs seconds apart
+            # (docs/measurements.md), so a pair measured 15 s apart compared two machines
+            if i % 2 == 0:
+                m = measure(lambda: mrc(lab, src, dst, seconds))
+                u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
+            else:
+                u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
+                m = measure(lambda: mrc(lab, src, dst, seconds))
             t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
-            u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
             f = measure(lambda: floor(lab, src, dst, seconds))
             for key, run in zip(runs, (m, t, u, f), strict=True):
                 runs[key].append(run)
