@@ -108,6 +108,37 @@ static uint64_t sum_native(const uint8_t *p, size_t len, uint64_t sum)
     return sum;
 }
 
+/* Copy len bytes from p to d and return their sum as sum_native would: one pass over the
+ * source instead of a copy and then a sum over the copy (a 9 KB payload from a large
+ * message: 0.57 against 0.82 us here, the source's read being what costs). */
+static uint64_t copy_sum(uint8_t *d, const uint8_t *p, size_t len)
+{
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, carry = 0, w0, w1, w2, w3;
+    size_t blocks = len / 32;
+    for (size_t b = 0; b < blocks; b++, p += 32, d += 32) {
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + 8, 8);
+        memcpy(&w2, p + 16, 8);
+        memcpy(&w3, p + 24, 8);
+        memcpy(d, &w0, 8);
+        memcpy(d + 8, &w1, 8);
+        memcpy(d + 16, &w2, 8);
+        memcpy(d + 24, &w3, 8);
+        s0 += w0;
+        carry += s0 < w0;
+        s1 += w1;
+        carry += s1 < w1;
+        s2 += w2;
+        carry += s2 < w2;
+        s3 += w3;
+        carry += s3 < w3;
+    }
+    uint64_t sum = carry + (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
+                   (s2 & 0xffffffff) + (s2 >> 32) + (s3 & 0xffffffff) + (s3 >> 32);
+    memcpy(d, p, len & 31);
+    return sum_native(d, len & 31, sum);
+}
+
 /* End-around-carry fold to 16 bits, returned in network (big-endian value) terms.
  * A non-zero sum never folds to 0, so 0xffff stands for one's complement negative zero. */
 static uint16_t fold(uint64_t sum)
@@ -295,14 +326,25 @@ static void put_header(uint8_t *p, const struct mrc_header *h)
     }
 }
 
-/* Fill the IPv6 payload length, UDP length and UDP checksum of a packet of total bytes. */
-static void finish(uint8_t *pkt, size_t total, size_t l4_off, const uint8_t *final_dst)
+/* Fill the IPv6 payload length, UDP length and UDP checksum of a packet of total bytes
+ * whose last tail_len bytes sum to tail_sum (copy_sum) and are left out of the sum here;
+ * the UDP header and what precedes the tail must be an even number of bytes. */
+static void finish(uint8_t *pkt, size_t total, size_t l4_off, const uint8_t *final_dst,
+                   size_t tail_len, uint64_t tail_sum)
 {
     put16(pkt + 4, (uint16_t)(total - IPV6_LEN));
     uint8_t *udp = pkt + l4_off;
-    put16(udp + 4, (uint16_t)(total - l4_off));
+    size_t len = total - l4_off;
+    put16(udp + 4, (uint16_t)len);
     put16(udp + 6, 0);
-    put16(udp + 6, udp6_field(pkt + 8, final_dst, udp, total - l4_off));
+    uint8_t pseudo[8] = {0, 0, 0, 0, 0, 0, 0, NH_UDP};  /* RFC 8200 section 8.1 */
+    uint32_t len_be = htonl((uint32_t)len);
+    memcpy(pseudo, &len_be, 4);
+    uint64_t sum = sum_native(pkt + 8, 16, tail_sum);
+    sum = sum_native(final_dst, 16, sum);
+    sum = sum_native(pseudo, 8, sum);
+    uint16_t c = (uint16_t)(0xffff - fold(sum_native(udp, len - tail_len, sum)));
+    put16(udp + 6, c ? c : 0xffff);  /* a computed 0 goes out as 0xffff (RFC 768) */
 }
 
 int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
@@ -319,9 +361,10 @@ int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
     uint8_t *o = (uint8_t *)out;
     memcpy(o, t->bytes, t->len);
     put_header(o + t->len, hdr);
-    if (payload_len)
-        memcpy(o + t->len + hlen, payload, payload_len);
-    finish(o, total, t->len - UDP_LEN, t->final_dst);
+    /* every header length is even (body_len), so the payload's words are the datagram's */
+    uint64_t payload_sum =
+        payload_len ? copy_sum(o + t->len + hlen, (const uint8_t *)payload, payload_len) : 0;
+    finish(o, total, t->len - UDP_LEN, t->final_dst, payload_len, payload_sum);
     return (int)total;
 }
 
