@@ -22,7 +22,7 @@ One pump = ``handle_timer`` if due -> route events to connection handles -> one 
 Receiving comes first in every turn, so SACKs waiting in the socket are processed before
 a timer can declare their packets lost, and each burst reads the clock anew, so a
 packet's timestamp is within one burst of its real send time (encode + send of a 9 KB
-packet through the lab costs tens of microseconds).
+packet through the lab costs 15-20 microseconds here, a burst of 64 about 1-1.3 ms).
 Bursts are paced at the NIC rate (``Config.nic_rate_bps``), as a NIC would send them.
 Time is ``time.monotonic()`` (the lab's fault log uses the same clock), converted to
 trio's clock for deadlines.
