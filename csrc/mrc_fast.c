@@ -51,9 +51,12 @@ enum {
 /* ---------------------------------------------------------------- checksums (RFC 1071) */
 
 /* One's complement sum of 32 bytes at a time as four 64-bit native words, counting each
- * word's carry out separately (2**64 = 1 mod 0xffff, so a lost carry is worth 1). Returns
- * a value < 2**40 congruent to the sum mod 0xffff, non-zero iff any input was non-zero. */
-static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
+ * word's carry out separately (2**64 = 1 mod 0xffff, so a lost carry is worth 1), and if
+ * `copy`, a copy of them to d: a payload is read once for both (copy_sum). Returns a
+ * value < 2**40 congruent to the sum mod 0xffff, non-zero iff any input was non-zero.
+ * Always inlined with a constant `copy`, so neither caller tests it per block. */
+static inline __attribute__((always_inline)) uint64_t
+sum_blocks_into(uint8_t *d, const uint8_t *p, size_t blocks, uint64_t sum, int copy)
 {
     /* Four independent accumulators, so the adds of one block do not wait on each other. */
     uint64_t s0 = sum, s1 = 0, s2 = 0, s3 = 0, carry = 0, w0, w1, w2, w3;
@@ -62,6 +65,13 @@ static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
         memcpy(&w1, p + 8, 8);
         memcpy(&w2, p + 16, 8);
         memcpy(&w3, p + 24, 8);
+        if (copy) {
+            memcpy(d, &w0, 8);
+            memcpy(d + 8, &w1, 8);
+            memcpy(d + 16, &w2, 8);
+            memcpy(d + 24, &w3, 8);
+            d += 32;
+        }
         s0 += w0;
         carry += s0 < w0;
         s1 += w1;
@@ -73,6 +83,11 @@ static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
     }
     return carry + (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
            (s2 & 0xffffffff) + (s2 >> 32) + (s3 & 0xffffffff) + (s3 >> 32);
+}
+
+static uint64_t sum_blocks(const uint8_t *p, size_t blocks, uint64_t sum)
+{
+    return sum_blocks_into(NULL, p, blocks, sum, 0);
 }
 
 /* Sum native-order words (RFC 1071 section 2(B): the folded result is independent of byte
@@ -113,30 +128,10 @@ static uint64_t sum_native(const uint8_t *p, size_t len, uint64_t sum)
  * message: 0.57 against 0.82 us here, the source's read being what costs). */
 static uint64_t copy_sum(uint8_t *d, const uint8_t *p, size_t len)
 {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, carry = 0, w0, w1, w2, w3;
-    size_t blocks = len / 32;
-    for (size_t b = 0; b < blocks; b++, p += 32, d += 32) {
-        memcpy(&w0, p, 8);
-        memcpy(&w1, p + 8, 8);
-        memcpy(&w2, p + 16, 8);
-        memcpy(&w3, p + 24, 8);
-        memcpy(d, &w0, 8);
-        memcpy(d + 8, &w1, 8);
-        memcpy(d + 16, &w2, 8);
-        memcpy(d + 24, &w3, 8);
-        s0 += w0;
-        carry += s0 < w0;
-        s1 += w1;
-        carry += s1 < w1;
-        s2 += w2;
-        carry += s2 < w2;
-        s3 += w3;
-        carry += s3 < w3;
-    }
-    uint64_t sum = carry + (s0 & 0xffffffff) + (s0 >> 32) + (s1 & 0xffffffff) + (s1 >> 32) +
-                   (s2 & 0xffffffff) + (s2 >> 32) + (s3 & 0xffffffff) + (s3 >> 32);
-    memcpy(d, p, len & 31);
-    return sum_native(d, len & 31, sum);
+    size_t head = len & ~(size_t)31;
+    uint64_t sum = sum_blocks_into(d, p, head / 32, 0, 1);
+    memcpy(d + head, p + head, len & 31);
+    return sum_native(d + head, len & 31, sum);
 }
 
 /* End-around-carry fold to 16 bits, returned in network (big-endian value) terms.
