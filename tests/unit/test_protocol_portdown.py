@@ -298,6 +298,29 @@ def test_an_rto_resends_its_packet_with_no_window_left() -> None:
     assert conn.datagrams_to_send(later) == []
 
 
+def test_the_rto_resends_the_oldest_packet_in_flight_whichever_plane_it_took() -> None:
+    """The oldest packet in flight is the earliest of each plane's oldest (the planes keep
+    their transmissions in order): once the first packet is acknowledged, the RTO resends
+    the second, which went out on another plane."""
+    fabric, conn, _ = established()
+    now = fabric.now
+    conn.send_message(bytes(6 * CFG.mss), now)
+    data = conn.datagrams_to_send(now)
+    assert data[0].path.plane != data[1].path.plane  # the planes take turns
+    first = psn(data[0])
+    conn.sender.sack(0, first + 1, first + 1, 0, data[0].ev, 0, CFG.rcvbuf, now)
+    assert first not in conn.sender.inflight
+    conn.handle_timer(now)  # loss detection, due after a SACK: nothing is lost yet
+    assert conn.datagrams_to_send(now) == []
+    timer = conn.get_timer()
+    assert timer is not None
+    conn.handle_timer(timer)
+    assert conn.counters.rtos == 1
+    [resent] = conn.datagrams_to_send(timer)
+    assert psn(resent) == psn(data[1])
+    assert resent.header.common.flags & Flags.RTX
+
+
 def test_the_host_announcing_a_port_down_retires_it_and_resends_its_packets() -> None:
     """Link state (io/linkwatch.py) tells the core before any send is refused: a plane
     whose window is full would otherwise not learn it until RACK found the losses."""
