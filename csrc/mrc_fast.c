@@ -158,44 +158,45 @@ uint16_t mrc_internet_checksum(const char *data, size_t len, uint32_t initial)
     return (uint16_t)(0xffff - fold(sum));
 }
 
-/* One's complement sum of the pseudo-header (RFC 8200 section 8.1) and the datagram,
- * with the checksum field counted as it is in udp. */
-static uint16_t udp6_sum(const uint8_t *src, const uint8_t *dst, const uint8_t *udp, size_t len)
+/* sum plus the one's complement sum of the pseudo-header (RFC 8200 section 8.1) of a UDP
+ * datagram of len bytes from src to dst. */
+static uint64_t pseudo_sum(const uint8_t *src, const uint8_t *dst, size_t len, uint64_t sum)
 {
     uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, NH_UDP};
     uint32_t len_be = htonl((uint32_t)len);
     memcpy(tail, &len_be, 4);
-    uint64_t sum = sum_native(src, 16, 0);
+    sum = sum_native(src, 16, sum);
     sum = sum_native(dst, 16, sum);
-    sum = sum_native(tail, 8, sum);
-    return fold(sum_native(udp, len, sum));
+    return sum_native(tail, 8, sum);
 }
 
-/* The checksum field value; a computed 0 goes out as 0xffff (RFC 768, RFC 8200 8.1). */
-static uint16_t udp6_field(const uint8_t *src, const uint8_t *dst, const uint8_t *udp, size_t len)
+/* One's complement sum of the pseudo-header and the datagram, with the checksum field
+ * counted as it is in udp. */
+static uint16_t udp6_sum(const uint8_t *src, const uint8_t *dst, const uint8_t *udp, size_t len)
 {
-    uint16_t c = (uint16_t)(0xffff - udp6_sum(src, dst, udp, len));
+    return fold(sum_native(udp, len, pseudo_sum(src, dst, len, 0)));
+}
+
+/* The checksum field value of a datagram whose sum (the field counted as 0) is sum; a
+ * computed 0 goes out as 0xffff (RFC 768, RFC 8200 8.1). */
+static uint16_t udp6_field(uint64_t sum)
+{
+    uint16_t c = (uint16_t)(0xffff - fold(sum));
     return c ? c : 0xffff;
 }
 
 uint16_t mrc_udp6_checksum(const uint8_t *src, const uint8_t *dst, const char *udp, size_t len)
 {
     const uint8_t *u = (const uint8_t *)udp;
+    uint64_t sum = pseudo_sum(src, dst, len, 0);
     if (len < UDP_LEN)
-        return udp6_field(src, dst, u, len);
+        return udp6_field(sum_native(u, len, sum));
     /* Ignore the field already present: subtract it by summing a copy of the header. */
     uint8_t head[UDP_LEN];
     memcpy(head, u, UDP_LEN);
     head[6] = head[7] = 0;
-    uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, NH_UDP};
-    uint32_t len_be = htonl((uint32_t)len);
-    memcpy(tail, &len_be, 4);
-    uint64_t sum = sum_native(src, 16, 0);
-    sum = sum_native(dst, 16, sum);
-    sum = sum_native(tail, 8, sum);
     sum = sum_native(head, UDP_LEN, sum);
-    uint16_t c = (uint16_t)(0xffff - fold(sum_native(u + UDP_LEN, len - UDP_LEN, sum)));
-    return c ? c : 0xffff;
+    return udp6_field(sum_native(u + UDP_LEN, len - UDP_LEN, sum));
 }
 
 /* ---------------------------------------------------------------- big-endian writers */
@@ -332,14 +333,8 @@ static void finish(uint8_t *pkt, size_t total, size_t l4_off, const uint8_t *fin
     size_t len = total - l4_off;
     put16(udp + 4, (uint16_t)len);
     put16(udp + 6, 0);
-    uint8_t pseudo[8] = {0, 0, 0, 0, 0, 0, 0, NH_UDP};  /* RFC 8200 section 8.1 */
-    uint32_t len_be = htonl((uint32_t)len);
-    memcpy(pseudo, &len_be, 4);
-    uint64_t sum = sum_native(pkt + 8, 16, tail_sum);
-    sum = sum_native(final_dst, 16, sum);
-    sum = sum_native(pseudo, 8, sum);
-    uint16_t c = (uint16_t)(0xffff - fold(sum_native(udp, len - tail_len, sum)));
-    put16(udp + 6, c ? c : 0xffff);  /* a computed 0 goes out as 0xffff (RFC 768) */
+    uint64_t sum = pseudo_sum(pkt + 8, final_dst, len, tail_sum);
+    put16(udp + 6, udp6_field(sum_native(udp, len - tail_len, sum)));
 }
 
 int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
