@@ -102,24 +102,18 @@ class Objects:
         for item in sent:
             if isinstance(item, DataRun):
                 for i, ev in enumerate(item.evs):
-                    h, payload = item.header(i), item.payload(i)
-                    recs.append((
-                        batchio.RX_DATA, int(h.common.flags), 0, h.common.dst_conn, h.ts, 0,
-                        ev.value, h.psn, h.msn, h.msg_offset, h.msg_len, len(buf),
-                        len(payload), _src(ev.path),
+                    payload = item.payload(i)
+                    recs.append(batchio.record_of(
+                        item.header(i), ev.value, 0, _src(ev.path), len(buf), len(payload)
                     ))  # fmt: skip
                     buf += payload
-            elif isinstance(k := item.header, frames.SackHeader):
-                c = k.common
-                recs.append((
-                    batchio.RX_SACK, int(c.flags), 0, c.dst_conn, k.ts, k.bitmap, k.ev,
-                    k.cum_psn, k.sack_base, 0, k.rwnd, 0, 0, _src(item.path),
-                ))  # fmt: skip
-            else:
+                continue
+            rec = batchio.record_of(item.header, item.ev, 0, _src(item.path), 0, 0)
+            if rec is batchio.OTHER_REC:
                 self.others[len(recs)] = frames.Packet(
                     _path(item.path, item.ev, item.dscp), item.header, bytes(item.payload)
                 )
-                recs.append(batchio.OTHER_REC)
+            recs.append(rec)
         return recs, memoryview(buf)
 
     def deliver(self, carried: object, core: Endpoint, now: float) -> None:

@@ -285,21 +285,28 @@ class PyBurstReceiver:
             )  # fmt: skip
         except wire.BadPacket:
             return OTHER_REC
-        h = packet.header
+        size = len(packet.payload)
         ce = int(packet.path.ecn == Ecn.CE)
-        if type(h) is SackHeader:
-            c = h.common
-            return (
-                RX_SACK, int(c.flags), ce, c.dst_conn, h.ts, h.bitmap, h.ev, h.cum_psn,
-                h.sack_base, 0, h.rwnd, 0, 0, src,
-            )  # fmt: skip
-        if type(h) is not DataHeader:
-            return OTHER_REC
-        c, size = h.common, len(packet.payload)
+        return record_of(packet.header, packet.path.ev, ce, src, off + n - size, size)
+
+
+def record_of(h: Header, ev: int, ce: int, src: bytes, at: int, size: int) -> RxRec:
+    """The record of a packet with header ``h`` that arrived from ``src`` on EV ``ev``
+    (CE mark ``ce``), its payload ``size`` bytes at ``at`` of the burst's buffer: a data
+    packet's or a SACK's fields, else ``OTHER_REC``."""
+    if type(h) is SackHeader:
+        c = h.common
         return (
-            RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, 0, packet.path.ev, h.psn, h.msn,
-            h.msg_offset, h.msg_len, off + n - size, size, src,
+            RX_SACK, int(c.flags), ce, c.dst_conn, h.ts, h.bitmap, h.ev, h.cum_psn,
+            h.sack_base, 0, h.rwnd, 0, 0, src,
         )  # fmt: skip
+    if type(h) is not DataHeader:
+        return OTHER_REC
+    c = h.common
+    return (
+        RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, 0, ev, h.psn, h.msn, h.msg_offset,
+        h.msg_len, at, size, src,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ one burst, one buffer
