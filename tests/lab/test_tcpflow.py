@@ -23,6 +23,8 @@ pytestmark = pytest.mark.lab
 
 ADDR_A, ADDR_B = "fd00:7cf::1", "fd00:7cf::2"
 RATE = "200mbit"  # shaped so the Python receiver, not the CPU, is never the bottleneck
+RESTORE_LAG_S = 0.3  # how much earlier than its log time a restore may let traffic flow
+# again (test_demo.py RESTORE_LAG_MS)
 
 
 @dataclass(frozen=True)
@@ -234,4 +236,7 @@ def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(
     length = fault.t_end - fault.t_start
     # Pinned to its path (pin_path), TCP waits out the whole cut and its RTO backoff.
     # Measured: 0.70 s cut -> 1.52 s stall (retries at 0.2, 0.6, 1.4 s + RTT variance).
-    assert length <= stall.duration <= 2 * length + 0.4, (stall, length)
+    # The log's restore time is when `restore` returned, after it re-applied both ends'
+    # config; traffic flows once the drop chains are gone, earlier (restore took 98-127 ms
+    # on a quiet machine; under CI's steal a 0.68 s stall followed a 0.75 s logged cut).
+    assert length - RESTORE_LAG_S <= stall.duration <= 2 * length + 0.4, (stall, length)
