@@ -3,8 +3,9 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
-APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump gcc python3-venv python3-dev libffi-dev
-APT_CMDS := ip nft iperf3 ethtool tcpdump gcc
+APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump gcc python3-venv python3-dev libffi-dev \
+	clang libbpf-dev bpftool
+APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool
 # python3 must be able to make a venv (ensurepip) and compile the cffi extension (Python.h)
 PY_OK := import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')
 FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
@@ -21,6 +22,7 @@ setup: apt venv fastpath core
 apt:
 	@missing=""; for c in $(APT_CMDS); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	python3 -c "$(PY_OK)" >/dev/null 2>&1 || missing=1; \
+	test -f /usr/include/bpf/bpf_helpers.h || missing=1; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $(APT_PKGS)"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "make: run as root to install $(APT_PKGS)" >&2; exit 2; fi; \

@@ -13,9 +13,11 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
+from labs import bpf, kernel
 from labs.apply import down, up
-from labs.plan import SID_DEV, SID_PEER
+from labs.plan import SID_DEV, SID_PEER, SWITCH_PROGRAM
 from labs.topology import Topology, namespace, preset
 
 
@@ -44,7 +46,7 @@ def floor_once(topo: Topology) -> tuple[float, float]:
             f"link add {ln.a_dev} netns {namespace(lab, ln.a)} type veth "
             f"peer name {ln.b_dev} netns {namespace(lab, ln.b)}"
         )
-    for sw in topo.switches:
+    for sw in topo.switches if topo.srv6 == "seg6local" else ():
         ns = namespace(lab, sw)
         lines.append(f"link add {SID_DEV} netns {ns} type veth peer name {SID_PEER} netns {ns}")
     try:
@@ -55,6 +57,8 @@ def floor_once(topo: Topology) -> tuple[float, float]:
 
 
 def lab_once(topo: Topology) -> tuple[float, float]:
+    """(up, down) seconds of the lab itself; the BPF switch's object is compiled before
+    (labs/bpf.py caches it), as it is for every lab but the first on a machine."""
     lab = "b" + uuid.uuid4().hex[:6]
     try:
         t_up = up(topo, lab)
@@ -73,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.load:
         return load()
+    print(f"switch dataplane: {kernel.srv6_dataplane()}")
+    if kernel.srv6_dataplane() == "bpf":
+        bpf.object_path(SWITCH_PROGRAM)
     print(
         f"{'preset':8} {'ns':>4} {'veths':>5} | {'lab up':>7} {'floor':>7} {'ratio':>6} | "
         f"{'lab down':>8} {'floor':>7} {'ratio':>6}   (median of {args.repeat}, seconds)"
     )
     for name in args.presets.split(","):
-        topo = preset(name)
+        topo = replace(preset(name), srv6=kernel.srv6_dataplane())
         labs, floors = [], []
         for _ in range(args.repeat):
             floors.append(floor_once(topo))
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         ld = statistics.median(x[1] for x in labs)
         fu = statistics.median(x[0] for x in floors)
         fd = statistics.median(x[1] for x in floors)
-        veths = len(topo.links) + len(topo.switches)
+        veths = len(topo.links) + (len(topo.switches) if topo.srv6 == "seg6local" else 0)
         print(
             f"{name:8} {len(topo.nodes):>4} {veths:>5} | {lu:7.3f} {fu:7.3f} {lu / fu:5.1f}x | "
             f"{ld:8.3f} {fd:7.3f} {ld / fd:5.1f}x"
@@ -133,74 +140,84 @@ def _tx_bytes(lab: str, topo: Topology) -> dict[tuple[str, str], int]:
     return out
 
 
+def _in_ns(lab: str, host: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", namespace(lab, host), *cmd]
+
+
+def _start_servers(lab: str, topo: Topology) -> list[subprocess.Popen[str]]:
+    """One one-shot iperf3 server per (destination, source) pair, port 5200 + the
+    source's index; returns once every server listens."""
+    procs: list[subprocess.Popen[str]] = []
+    hosts = topo.hosts
+    for d in hosts:
+        ports = {5200 + j for j, s in enumerate(hosts) if s != d}
+        for p in sorted(ports):
+            cmd = _in_ns(lab, d, "iperf3", "-s", "-1", "-p", str(p))
+            procs.append(
+                subprocess.Popen(
+                    cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+                )
+            )
+        deadline = time.monotonic() + 10
+        while not _listening(namespace(lab, d), ports):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"iperf3 servers on {d} did not start")
+            time.sleep(0.01)
+    return procs
+
+
+def _start_clients(lab: str, topo: Topology, seconds: int) -> list[subprocess.Popen[str]]:
+    """Every host to every other host, over the baseline (ECMP) addresses."""
+    from labs import addressing
+
+    clients = []
+    for j, s in enumerate(topo.hosts):
+        src = str(addressing.baseline_address(topo, s))
+        for d in topo.hosts:
+            if s == d:
+                continue
+            dst = str(addressing.baseline_address(topo, d))
+            cmd = _in_ns(
+                lab, s, "iperf3", "-J", "-t", str(seconds), "-c", dst, "-B", src,
+                "-p", str(5200 + j),
+            )  # fmt: skip
+            clients.append(
+                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            )
+    return clients
+
+
+def _print_load(
+    topo: Topology, flows: int, seconds: int, total: float, util: list[float], busy: float
+) -> None:
+    hosts = len(topo.hosts)
+    rate = topo.host_link.rate_bps
+    cap = hosts * topo.planes * rate
+    sat = sum(u >= 0.9 for u in util)
+    print(f"load: {flows} iperf3 TCP flows at once on `default` for {seconds} s")
+    print(
+        f"  goodput sum {total / 1e6:.0f} Mbit/s; host NIC capacity {cap / 1e6:.0f} Mbit/s "
+        f"({hosts} hosts x {topo.planes} ports x {rate / 1e6:g}) -> {100 * total / cap:.0f}%"
+    )
+    print(
+        f"  host NIC port egress utilisation: median {100 * util[len(util) // 2]:.0f}%, "
+        f"max {100 * util[-1]:.0f}%, {sat}/{len(util)} ports at >= 90% of the tbf rate"
+    )
+    print(f"  CPU busy {100 * busy:.0f}% of all cores during the run")
+
+
 def load(seconds: int = 8) -> int:
     """Every host sends to every other host at once (iperf3 TCP over the baseline ECMP
     routes, 56 flows on `default`): goodput vs shaped capacity, and CPU busy share."""
     import json
 
-    from labs import addressing
-
     topo = preset("default")
     lab = "l" + uuid.uuid4().hex[:6]
-    procs: list[subprocess.Popen[str]] = []
+    servers: list[subprocess.Popen[str]] = []
     try:
         up(topo, lab)
-        hosts = topo.hosts
-        for i, d in enumerate(hosts):
-            ports = {5200 + j for j, s in enumerate(hosts) if s != d}
-            for p in sorted(ports):
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            "ip",
-                            "netns",
-                            "exec",
-                            namespace(lab, d),
-                            "iperf3",
-                            "-s",
-                            "-1",
-                            "-p",
-                            str(p),
-                        ],
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        text=True,
-                    )
-                )
-            deadline = time.monotonic() + 10
-            while not _listening(namespace(lab, d), ports):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"iperf3 servers on {d} did not start")
-                time.sleep(0.01)
-            del i
-        clients = []
-        for j, s in enumerate(hosts):
-            for d in hosts:
-                if s == d:
-                    continue
-                clients.append(
-                    subprocess.Popen(
-                        [
-                            "ip",
-                            "netns",
-                            "exec",
-                            namespace(lab, s),
-                            "iperf3",
-                            "-J",
-                            "-t",
-                            str(seconds),
-                            "-c",
-                            str(addressing.baseline_address(topo, d)),
-                            "-B",
-                            str(addressing.baseline_address(topo, s)),
-                            "-p",
-                            str(5200 + j),
-                        ],
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.DEVNULL,
-                        text=True,
-                    )
-                )
+        servers = _start_servers(lab, topo)
+        clients = _start_clients(lab, topo, seconds)
         time.sleep(1)  # skip slow start: sample CPU over the steady part of the run
         b0, t0 = _cpu()
         q0, w0 = _tx_bytes(lab, topo), time.monotonic()
@@ -211,22 +228,11 @@ def load(seconds: int = 8) -> int:
         for c in clients:
             out, _ = c.communicate(timeout=seconds + 20)
             total += json.loads(out)["end"]["sum_received"]["bits_per_second"]
-        cap = len(hosts) * topo.planes * topo.host_link.rate_bps
-        print(f"load: {len(clients)} iperf3 TCP flows at once on `default` for {seconds} s")
-        print(
-            f"  goodput sum {total / 1e6:.0f} Mbit/s; host NIC capacity {cap / 1e6:.0f} Mbit/s "
-            f"({len(hosts)} hosts x {topo.planes} ports x {topo.host_link.rate_bps / 1e6:g})"
-            f" -> {100 * total / cap:.0f}%"
-        )
-        util = sorted(8 * (q1[k] - q0[k]) / (w1 - w0) / topo.host_link.rate_bps for k in q0)
-        sat = sum(u >= 0.9 for u in util)
-        print(
-            f"  host NIC port egress utilisation: median {100 * util[len(util) // 2]:.0f}%, "
-            f"max {100 * util[-1]:.0f}%, {sat}/{len(util)} ports at >= 90% of the tbf rate"
-        )
-        print(f"  CPU busy {100 * (b1 - b0) / max(1, t1 - t0):.0f}% of all cores during the run")
+        rate = topo.host_link.rate_bps
+        util = sorted(8 * (q1[k] - q0[k]) / (w1 - w0) / rate for k in q0)
+        _print_load(topo, len(clients), seconds, total, util, (b1 - b0) / max(1, t1 - t0))
     finally:
-        for server in procs:
+        for server in servers:
             server.kill()
             server.wait()
         down(lab)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from labs import netns
+from labs import bpf, kernel, netns
 from labs.errors import ApplyError, LabError
 from labs.plan import (
     Netns,
@@ -24,11 +24,13 @@ from labs.plan import (
     Op,
     Qdisc,
     Sysctl,
+    TcBpf,
+    TcOp,
     Veth,
     build,
     describe,
     ip_line,
-    tc_line,
+    tc_lines,
 )
 from labs.state import LabState, forget, load_state, new_state, save_state, state_path
 from labs.topology import Topology, check_lab_name, namespace
@@ -61,9 +63,12 @@ def ip_job(lab: str, node: str, ops: Sequence[Op]) -> Job:
     return Job(node, ("ip", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
 
 
-def tc_job(lab: str, node: str, ops: Sequence[Qdisc]) -> Job:
-    lines = "".join(tc_line(op) + "\n" for op in ops)
-    return Job(node, ("tc", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
+def tc_job(lab: str, node: str, ops: Sequence[TcOp]) -> Job:
+    pins = {op.program: str(bpf.pinned(lab, op.program)) for op in ops if isinstance(op, TcBpf)}
+    per_line = [(op, line) for op in ops for line in tc_lines(op, pins)]
+    text = "".join(line + "\n" for _, line in per_line)
+    argv = ("tc", "-n", namespace(lab, node), "-b", "-")
+    return Job(node, argv, tuple(op for op, _ in per_line), text)
 
 
 def nft_job(lab: str, op: Nft) -> Job:
@@ -157,8 +162,8 @@ def config_jobs(lab: str, ops: Sequence[Op]) -> list[Job]:
     """The jobs that (re)apply config ops: ip, tc and nft batches, one each per node."""
     jobs: list[Job] = []
     for node, node_ops in _group(ops).items():
-        ip_ops = [op for op in node_ops if not isinstance(op, Qdisc | Nft | Sysctl | Netns)]
-        tc_ops = [op for op in node_ops if isinstance(op, Qdisc)]
+        ip_ops = [op for op in node_ops if not isinstance(op, Qdisc | TcBpf | Nft | Sysctl | Netns)]
+        tc_ops = [op for op in node_ops if isinstance(op, Qdisc | TcBpf)]
         if ip_ops:
             jobs.append(ip_job(lab, node, ip_ops))
         if tc_ops:
@@ -180,6 +185,12 @@ def up(
 ) -> float:
     """Build the lab; returns seconds taken. ``progress(total, stage)`` gives a callback."""
     check_lab_name(lab)
+    if topo.srv6 == "auto":
+        topo = replace(topo, srv6=kernel.srv6_dataplane())
+    elif topo.srv6 == "seg6local" and not kernel.has_seg6local():
+        raise LabError(
+            "this kernel has no seg6local routes (CONFIG_IPV6_SEG6_LWTUNNEL): use srv6: bpf"
+        )
     if lab_exists(lab):
         if not force:
             raise LabError(f"lab {lab!r} exists: `mrc lab down --name {lab}` or use --force")
@@ -227,5 +238,6 @@ def down(lab: str) -> int:
     left = [ns for ns in state.namespaces if netns.exists(ns)]
     if left:
         raise ApplyError(f"netns del {left[0]}: {why}")
+    bpf.unpin(lab)
     forget(lab)
     return removed

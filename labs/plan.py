@@ -19,6 +19,10 @@ SID_DEV = "sid0"
 SID_PEER = "sid1"
 NFT_TABLE = "mrc_lab"
 USID_BEHAVIOUR = "End flavors next-csid lblen 32 nflen 16"
+SID_TABLE = 109
+"""With the BPF switch: the routing table that lists a switch's own SIDs, one blackhole
+route each, which labs/bpf/srv6_switch.c looks up (MRC_SID_TABLE there)."""
+SWITCH_PROGRAM = "srv6_switch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,20 @@ class Qdisc:
 
 
 @dataclass(frozen=True, slots=True)
+class TcBpf:
+    """A tc-BPF program (labs/bpf/<program>.c) on a device's clsact hook, direct action."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    hook: str
+    """"ingress" or "egress"."""
+    program: str
+    """Name of the program's C source in labs/bpf/, without .c."""
+
+
+@dataclass(frozen=True, slots=True)
 class Nft:
     """A whole nftables table loaded with ``nft -f`` in the node's namespace."""
 
@@ -137,17 +155,21 @@ class Nft:
     """The table's definition."""
 
 
-Op = Netns | Sysctl | Veth | LinkUp | Addr | Neigh | Route | Qdisc | Nft
+Op = Netns | Sysctl | Veth | LinkUp | Addr | Neigh | Route | Qdisc | TcBpf | Nft
+TcOp = Qdisc | TcBpf
 
 
 def build(topo: Topology) -> list[Op]:
-    """Every op that builds the lab, in an order that applies cleanly."""
+    """Every op that builds the lab, in an order that applies cleanly. ``topo.srv6`` must
+    be decided ("seg6local" or "bpf"): apply.up resolves "auto" on the running kernel."""
+    if topo.srv6 == "auto":
+        raise ValueError('build() needs topo.srv6 decided: "seg6local" or "bpf", not "auto"')
     ops: list[Op] = [Netns(n) for n in topo.nodes]
     for node in topo.nodes:
         ops += sysctls(topo, node)
     ops += [Veth(link.a, link.a_dev, link.b, link.b_dev) for link in topo.links]
-    for sw in topo.switches:
-        ops.append(Veth(sw, SID_DEV, sw, SID_PEER))
+    if topo.srv6 == "seg6local":
+        ops += [Veth(sw, SID_DEV, sw, SID_PEER) for sw in topo.switches]
     for node in topo.nodes:
         ops += node_config(topo, node)
     for node in topo.switches:
@@ -233,24 +255,7 @@ def _multipath(node: str, dst: str, hops: list[tuple[str, str]], extra: str = ""
 
 def switch_ops(topo: Topology, sw: str) -> list[Op]:
     plane = topo.plane_of(sw)
-    ops: list[Op] = [LinkUp(sw, SID_DEV), LinkUp(sw, SID_PEER)]
-    # SIDs live on the always-up SID veth, never on lo (kernel-facts: silently not forwarded).
-    ops.append(
-        Route(
-            sw,
-            addr.node_prefix(topo, plane, sw),
-            f"encap seg6local action {USID_BEHAVIOUR} dev {SID_DEV}",
-            (SID_DEV,),
-        )
-    )
-    ops.append(
-        Route(
-            sw,
-            f"{addr.classic_sid(topo, plane, sw)}/128",
-            f"encap seg6local action End dev {SID_DEV}",
-            (SID_DEV,),
-        )
-    )
+    ops = sid_ops(topo, sw) if topo.srv6 == "seg6local" else bpf_sid_ops(topo, sw)
     up: list[tuple[str, str]] = []
     for dev, peer, _link in topo.ports(sw):
         gw = str(addr.link_local(topo, peer))
@@ -275,6 +280,38 @@ def switch_ops(topo: Topology, sw: str) -> list[Op]:
     if up:  # a T0 reaches everything else of its plane through any T1 (ECMP, L4 hash)
         ops.append(_multipath(sw, addr.block_prefix(plane), up))
         ops.append(_multipath(sw, addr.baseline_prefix(), up))
+    return ops
+
+
+def sid_ops(topo: Topology, sw: str) -> list[Op]:
+    """The switch's uN and classic End SIDs as seg6local routes. They live on the always-up
+    SID veth, never on lo (kernel-facts: silently not forwarded)."""
+    plane = topo.plane_of(sw)
+    return [
+        LinkUp(sw, SID_DEV),
+        LinkUp(sw, SID_PEER),
+        Route(
+            sw,
+            addr.node_prefix(topo, plane, sw),
+            f"encap seg6local action {USID_BEHAVIOUR} dev {SID_DEV}",
+            (SID_DEV,),
+        ),
+        Route(
+            sw,
+            f"{addr.classic_sid(topo, plane, sw)}/128",
+            f"encap seg6local action End dev {SID_DEV}",
+            (SID_DEV,),
+        ),
+    ]
+
+
+def bpf_sid_ops(topo: Topology, sw: str) -> list[Op]:
+    """The same SIDs for the BPF switch: its /48 (the classic SID is inside it) in the SID
+    table, and the program on the ingress of every port. A blackhole route has no device,
+    so no cut deletes it."""
+    sid = addr.node_prefix(topo, topo.plane_of(sw), sw)
+    ops: list[Op] = [Route(sw, f"blackhole {sid}", f"table {SID_TABLE}", ())]
+    ops += [TcBpf(sw, dev, "ingress", SWITCH_PROGRAM) for dev, _peer, _link in topo.ports(sw)]
     return ops
 
 
@@ -335,26 +372,35 @@ def ip_line(lab: str, op: Op) -> str:
     raise TypeError(f"{type(op).__name__} is not an ip op")
 
 
-def tc_line(op: Qdisc) -> str:
-    return (
-        f"qdisc replace dev {op.dev} root tbf rate {op.rate_bps}bit "
-        f"burst {op.burst} limit {op.limit}"
-    )
+def tc_lines(op: TcOp, pins: dict[str, str] | None = None) -> list[str]:
+    """The ``tc -b`` lines of an op; ``pins`` maps a BPF program to where the lab pinned
+    it (labs/bpf.py), "<program>" where not given. Every line is a replace: re-applying
+    after a restore changes nothing that is already in place."""
+    if isinstance(op, Qdisc):
+        return [
+            f"qdisc replace dev {op.dev} root tbf rate {op.rate_bps}bit "
+            f"burst {op.burst} limit {op.limit}"
+        ]
+    pin = (pins or {}).get(op.program, op.program)
+    return [
+        f"qdisc replace dev {op.dev} clsact",
+        f"filter replace dev {op.dev} {op.hook} pref 1 handle 1 bpf da object-pinned {pin}",
+    ]
 
 
 def op_devs(op: Op) -> tuple[str, ...]:
     """Devices an op depends on (for a hard restore)."""
     if isinstance(op, Route):
         return op.devs
-    if isinstance(op, LinkUp | Addr | Neigh | Qdisc):
+    if isinstance(op, LinkUp | Addr | Neigh | Qdisc | TcBpf):
         return (op.dev,)
     return ()
 
 
 def describe(op: Op) -> str:
     """Short human text of an op, for error messages."""
-    if isinstance(op, Qdisc):
-        return f"tc {tc_line(op)}"
+    if isinstance(op, Qdisc | TcBpf):
+        return f"tc {'; '.join(tc_lines(op))}"
     if isinstance(op, Nft):
         return f"nft table {op.table}"
     if isinstance(op, Sysctl):

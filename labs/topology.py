@@ -21,6 +21,8 @@ from labs.errors import TopologyError
 from labs.yamlfile import read_yaml
 
 EcnMode = Literal["none", "probability", "rate"]
+Srv6Mode = Literal["auto", "seg6local", "bpf"]
+SRV6_MODES = ("auto", "seg6local", "bpf")
 LinkKind = Literal["host-t0", "t0-t1"]
 
 LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -90,6 +92,10 @@ class Topology:
     """Host-T0 link class."""
     fabric_link: LinkClass = field(default_factory=LinkClass)
     """T0-T1 link class."""
+    srv6: Srv6Mode = "auto"
+    """How switches run the SRv6 End behaviours: the kernel's seg6local routes, or a
+    tc-BPF program on every switch port (labs/bpf/srv6_switch.c) where the kernel has no
+    seg6local; "auto" picks seg6local when the kernel has it (labs/kernel.py)."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -187,6 +193,7 @@ class Topology:
                 "host_t0": _class_to_dict(self.host_link),
                 "t0_t1": _class_to_dict(self.fabric_link),
             },
+            "srv6": self.srv6,
         }
 
 
@@ -221,6 +228,8 @@ def validate(topo: Topology) -> None:
         raise TopologyError(f"at most {MAX_INDEX} hosts")
     for label, lc in (("host_t0", topo.host_link), ("t0_t1", topo.fabric_link)):
         _validate_class(label, lc)
+    if topo.srv6 not in SRV6_MODES:
+        raise TopologyError(f"srv6 must be one of {', '.join(SRV6_MODES)}, got {topo.srv6!r}")
 
 
 def _validate_class(label: str, lc: LinkClass) -> None:
@@ -335,7 +344,7 @@ def from_dict(raw: object, where: str = "topology") -> Topology:
     if not isinstance(raw, Mapping):
         raise TopologyError(f"{where}: the top level must be a mapping")
     counts = {"planes", "racks", "hosts_per_rack", "t1_per_plane"}
-    _reject_unknown(raw, counts | {"links", "preset"}, where)
+    _reject_unknown(raw, counts | {"links", "preset", "srv6"}, where)
     base = preset(str(raw["preset"])) if "preset" in raw else Topology()
     kwargs: dict[str, Any] = {k: _int(raw[k], f"{where}.{k}") for k in counts if k in raw}
     links = raw.get("links") or {}
@@ -348,6 +357,8 @@ def from_dict(raw: object, where: str = "topology") -> Topology:
     kwargs["fabric_link"] = _class_from_dict(
         links.get("t0_t1"), f"{where}.links.t0_t1", base.fabric_link
     )
+    if "srv6" in raw:
+        kwargs["srv6"] = raw["srv6"]
     merged = {f.name: getattr(base, f.name) for f in fields(Topology)} | kwargs
     return Topology(**merged)
 

@@ -194,7 +194,8 @@ def _status(args: argparse.Namespace) -> int:
     print(
         f"  {t.planes} planes x ({t.racks} T0 + {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, host links {t.host_link.rate_bps / 1e6:g} Mbit/s, "
-        f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}"
+        f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}, "
+        f"SRv6 by {t.srv6}"
     )
     for ev in read_events(args.name)[-5:]:
         print(f"  t_mono={ev['t_mono']:.6f} {ev['kind']} {ev['target']} {ev['action']}")

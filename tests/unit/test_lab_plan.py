@@ -1,9 +1,11 @@
 """The pure plan, read without root: ordering, SIDs, neighbours, shaping, marking, and a
 walk of every path through the planned routing tables (longest prefix match, uSID shift,
-End on the SRH) that must end in the destination's local catch-all."""
+End on the SRH) that must end in the destination's local catch-all, with the kernel's
+seg6local SIDs and with the BPF switch's SID table alike."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from ipaddress import IPv6Address, IPv6Network
 
 import pytest
@@ -13,10 +15,17 @@ from labs.paths import paths
 from labs.topology import Topology, preset
 from srv6 import usid
 
+DATAPLANES = ("seg6local", "bpf")
+
 
 @pytest.fixture(scope="module")
 def tiny() -> Topology:
-    return preset("tiny")
+    return replace(preset("tiny"), srv6="seg6local")
+
+
+@pytest.fixture(scope="module")
+def tiny_bpf() -> Topology:
+    return replace(preset("tiny"), srv6="bpf")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +73,31 @@ def test_switch_sids_use_next_csid_on_the_sid_veth_never_lo(
         assert not any("dev lo" in ln for ln in lines)
 
 
+def test_the_plan_needs_the_dataplane_decided() -> None:
+    with pytest.raises(ValueError, match="auto"):
+        P.build(preset("tiny"))
+
+
+def test_bpf_switch_sids_are_blackholes_in_the_sid_table_and_the_program_on_every_port(
+    tiny_bpf: Topology,
+) -> None:
+    ops = P.build(tiny_bpf)
+    assert not [op for op in ops if isinstance(op, P.Route) and "seg6local" in op.spec]
+    assert not [op for op in ops if isinstance(op, P.Veth) and op.dev == P.SID_DEV]
+    sw = "t0-p0-0"
+    sids = [P.ip_line("lab", op) for op in ops if isinstance(op, P.Route) and op.node == sw]
+    assert f"route replace blackhole fcbb:bb00:1000::/48 table {P.SID_TABLE}" in sids
+    progs = {(op.node, op.dev) for op in ops if isinstance(op, P.TcBpf)}
+    ports = {(s, dev) for s in tiny_bpf.switches for dev, _, _ in tiny_bpf.ports(s)}
+    assert progs == ports  # every switch port, no host port
+    op = next(op for op in ops if isinstance(op, P.TcBpf) and op.node == sw)
+    assert P.tc_lines(op, {"srv6_switch": "/pin/x"}) == [
+        f"qdisc replace dev {op.dev} clsact",
+        f"filter replace dev {op.dev} ingress pref 1 handle 1 bpf da object-pinned /pin/x",
+    ]
+    assert op.dev in P.op_devs(op)  # a hard restore re-attaches it
+
+
 def test_static_neighbours_match_the_peer_mac(tiny: Topology, ops: list[P.Op]) -> None:
     macs = {(op.node, op.dev): op.mac for op in ops if isinstance(op, P.LinkUp) and op.mac}
     neighs = [op for op in ops if isinstance(op, P.Neigh)]
@@ -79,9 +113,9 @@ def test_tbf_on_both_ends_of_every_link(tiny: Topology, ops: list[P.Op]) -> None
     qd = {(op.node, op.dev): op for op in ops if isinstance(op, P.Qdisc)}
     assert len(qd) == 2 * len(tiny.links)
     q = qd[("h0", "p0")]
-    assert (
-        P.tc_line(q) == "qdisc replace dev p0 root tbf rate 100000000bit burst 32768 limit 262144"
-    )
+    assert P.tc_lines(q) == [
+        "qdisc replace dev p0 root tbf rate 100000000bit burst 32768 limit 262144"
+    ]
 
 
 def test_ecn_marks_every_switch_egress_but_the_last_hop(tiny: Topology, ops: list[P.Op]) -> None:
@@ -94,9 +128,7 @@ def test_ecn_marks_every_switch_egress_but_the_last_hop(tiny: Topology, ops: lis
 
 
 def test_ecn_none_and_rate_modes() -> None:
-    from dataclasses import replace
-
-    topo = preset("tiny")
+    topo = replace(preset("tiny"), srv6="bpf")
     off = replace(topo, fabric_link=replace(topo.fabric_link, ecn="none"))
     assert not [op for op in P.build(off) if isinstance(op, P.Nft)]
     rate = replace(topo, fabric_link=replace(topo.fabric_link, ecn="rate"))
@@ -107,26 +139,44 @@ def test_ecn_none_and_rate_modes() -> None:
 # -- walking the planned tables --------------------------------------------------------------
 
 
-def _tables(topo: Topology, ops: list[P.Op]) -> dict[str, list[tuple[IPv6Network, P.Route]]]:
-    out: dict[str, list[tuple[IPv6Network, P.Route]]] = {}
+Tables = dict[str, list[tuple[IPv6Network, P.Route]]]
+
+
+def _tables(ops: list[P.Op]) -> tuple[Tables, Tables]:
+    """(main tables, BPF SID tables) per node."""
+    main: Tables = {}
+    sids: Tables = {}
     for op in ops:
         if isinstance(op, P.Route):
-            out.setdefault(op.node, []).append((IPv6Network(op.dst.split()[-1]), op))
-    return out
+            table = sids if f"table {P.SID_TABLE}" in op.spec else main
+            table.setdefault(op.node, []).append((IPv6Network(op.dst.split()[-1]), op))
+    return main, sids
+
+
+def _bpf_switch(da: IPv6Address, segs: list[IPv6Address]) -> IPv6Address:
+    """What labs/bpf/srv6_switch.c does to a packet for one of its SIDs."""
+    following = (int(da) >> 64) & 0xFFFF
+    if following not in (0, 0xFFFF):
+        return usid.shift(da)
+    segs.pop(0)
+    return segs[0]
 
 
 def _walk(
     topo: Topology,
-    tables: dict[str, list[tuple[IPv6Network, P.Route]]],
+    tables: tuple[Tables, Tables],
     src: str,
     da: IPv6Address,
     segs: list[IPv6Address],
 ) -> str:
     """Forward from src by longest prefix match until delivered locally; return the node."""
+    main, sids = tables
     node = src
     peer_of = {(n, dev): peer for n in topo.nodes for dev, peer, _ in topo.ports(n)}
     for _ in range(16):
-        matches = [(n, r) for n, r in tables[node] if da in n]
+        if any(da in net for net, _ in sids.get(node, [])):
+            da = _bpf_switch(da, segs)  # the program runs before the routing lookup
+        matches = [(n, r) for n, r in main[node] if da in n]
         _net, route = max(matches, key=lambda x: x[0].prefixlen)
         if route.dst.startswith("local"):
             return node
@@ -142,10 +192,11 @@ def _walk(
     raise AssertionError("routing loop")
 
 
+@pytest.mark.parametrize("dataplane", DATAPLANES)
 @pytest.mark.parametrize("name", ["tiny", "default"])
-def test_every_planned_path_delivers_in_both_encodings(name: str) -> None:
-    topo = preset(name)
-    tables = _tables(topo, P.build(topo))
+def test_every_planned_path_delivers_in_both_encodings(name: str, dataplane: str) -> None:
+    topo = replace(preset(name), srv6=dataplane)
+    tables = _tables(P.build(topo))
     for src in topo.hosts:
         for dst in topo.hosts:
             if src == dst:
