@@ -1,4 +1,4 @@
-"""`mrc demo`: the workshop demos (issue 6). Parsing and printing only; the work is in
+"""`mrc demo`: the workshop demos. Parsing and printing only; the work is in
 mrc_transport/demo/ (failover.py, collisions.py).
 
     mrc demo failover [--preset P | --topology FILE] [--schedule FILE] [--duration S]
@@ -28,7 +28,11 @@ def register(subparsers: Any, help_text: str) -> None:
     demo = subparsers.add_parser("demo", help=help_text, description=help_text)
     sub = demo.add_subparsers(dest="demo_command", metavar="DEMO", parser_class=type(demo))
     demo.set_defaults(func=_no_demo)
+    _register_failover(sub)
+    _register_collisions(sub)
 
+
+def _register_failover(sub: Any) -> None:
     p = sub.add_parser(
         "failover",
         help="cut links under an MRC transfer and a TCP flow",
@@ -36,7 +40,9 @@ def register(subparsers: Any, help_text: str) -> None:
         "flow; measure stalls and recovery",
     )
     _common(p)
-    p.add_argument("--schedule", metavar="FILE", help="YAML list of faults (default: issue 6's)")
+    p.add_argument(
+        "--schedule", metavar="FILE", help="YAML list of faults (default: the workshop's)"
+    )
     p.add_argument(
         "--duration",
         type=_seconds,
@@ -53,6 +59,8 @@ def register(subparsers: Any, help_text: str) -> None:
     p.add_argument("--to", dest="dst", metavar="HOST", help="receiver (default: h0)")
     p.set_defaults(func=_failover)
 
+
+def _register_collisions(sub: Any) -> None:
     p = sub.add_parser(
         "collisions",
         help="two-rack permutation: ECMP TCP versus MRC",
