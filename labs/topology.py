@@ -323,7 +323,9 @@ def _class_to_dict(lc: LinkClass) -> dict[str, Any]:
         ecn |= {"min": lc.ecn_min, "max": lc.ecn_max}
     out = {"rate": lc.rate_bps, "mtu": lc.mtu, "burst": lc.burst, "limit": lc.limit, "ecn": ecn}
     if lc.trim_at:
-        out["trim"] = {"threshold": lc.trim_at, "limit": lc.hard_limit}
+        out["trim"] = {"threshold": lc.trim_at} | (
+            {"limit": lc.trim_limit} if lc.trim_limit else {}
+        )
     return out
 
 
