@@ -16,12 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from labs import bpf, kernel, netns
+from labs import bpf, kernel, netns, trim
 from labs.errors import ApplyError, LabError
 from labs.plan import (
+    PORT_PROGRAM,
     Netns,
     Nft,
     Op,
+    PortMap,
+    PrioQdisc,
     Qdisc,
     Sysctl,
     TcBpf,
@@ -69,6 +72,14 @@ def tc_job(lab: str, node: str, ops: Sequence[TcOp]) -> Job:
     text = "".join(line + "\n" for _, line in per_line)
     argv = ("tc", "-n", namespace(lab, node), "-b", "-")
     return Job(node, argv, tuple(op for op, _ in per_line), text)
+
+
+def map_job(lab: str, ops: Sequence[PortMap]) -> Job:
+    """Every port program entry of the lab in one ``bpftool batch`` (root namespace: maps
+    are not per namespace); the program is loaded first, so its map is pinned."""
+    bpf.pinned(lab, PORT_PROGRAM)
+    text = "".join(f"{line}\n" for line in trim.update_lines(lab, ops))
+    return Job(ops[0].node, ("bpftool", "batch", "file", "-"), tuple(ops), text)
 
 
 def nft_job(lab: str, op: Nft) -> Job:
@@ -161,14 +172,18 @@ def _group(ops: Sequence[Op]) -> dict[str, list[Op]]:
 def config_jobs(lab: str, ops: Sequence[Op]) -> list[Job]:
     """The jobs that (re)apply config ops: ip, tc and nft batches, one each per node."""
     jobs: list[Job] = []
+    not_ip = Qdisc | PrioQdisc | TcBpf | PortMap | Nft | Sysctl | Netns
     for node, node_ops in _group(ops).items():
-        ip_ops = [op for op in node_ops if not isinstance(op, Qdisc | TcBpf | Nft | Sysctl | Netns)]
-        tc_ops = [op for op in node_ops if isinstance(op, Qdisc | TcBpf)]
+        ip_ops = [op for op in node_ops if not isinstance(op, not_ip)]
+        tc_ops = [op for op in node_ops if isinstance(op, Qdisc | PrioQdisc | TcBpf)]
         if ip_ops:
             jobs.append(ip_job(lab, node, ip_ops))
         if tc_ops:
             jobs.append(tc_job(lab, node, tc_ops))
         jobs += [nft_job(lab, op) for op in node_ops if isinstance(op, Nft)]
+    entries = [op for op in ops if isinstance(op, PortMap)]
+    if entries:
+        jobs.append(map_job(lab, entries))
     return jobs
 
 
@@ -208,7 +223,11 @@ def up(
         ip_job(lab, node, v)
         for node, v in _group([op for op in ops if isinstance(op, Veth)]).items()
     ]
-    cfg = config_jobs(lab, [op for op in ops if not isinstance(op, Veth)])
+    try:  # compiles and loads the lab's BPF programs: fail before creating anything
+        cfg = config_jobs(lab, [op for op in ops if not isinstance(op, Veth)])
+    except LabError:
+        down(lab)
+        raise
     tick = progress(1 + len(veth_jobs) + len(cfg), 0) if progress else None
     res = run_root_batch([f"netns add {ns}" for ns in state.namespaces])
     if res.returncode != 0:

@@ -13,10 +13,12 @@ filesystem of the labs' own at /run/mrc-bpf/<lab>/, which `down` removes; not un
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from labs.errors import LabError
 from labs.state import state_dir
@@ -49,7 +51,7 @@ def object_path(program: str) -> Path:
     if target.is_file():
         return target
     if shutil.which("clang") is None:
-        raise LabError("the lab's BPF switch needs clang (apt-get install clang libbpf-dev)")
+        raise LabError("the lab's BPF programs need clang (apt-get install clang libbpf-dev)")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     res = subprocess.run([*argv, "-o", str(tmp)], capture_output=True, text=True, check=False)
@@ -76,6 +78,11 @@ def pin_dir(lab: str) -> Path:
     return PIN_ROOT / lab
 
 
+def maps_dir(lab: str, program: str) -> Path:
+    """Where the maps of ``program`` are pinned for ``lab``: one file per map, by name."""
+    return pin_dir(lab) / f"{program}_maps"  # bpffs refuses "." in a name
+
+
 def pinned(lab: str, program: str) -> Path:
     """The pin of ``program`` loaded for ``lab``; compiled and loaded now if not yet."""
     pin = pin_dir(lab) / program
@@ -83,13 +90,32 @@ def pinned(lab: str, program: str) -> Path:
         return pin
     obj = object_path(program)
     if shutil.which("bpftool") is None:
-        raise LabError("the lab's BPF switch needs bpftool (apt-get install bpftool)")
+        raise LabError("the lab's BPF programs need bpftool (apt-get install bpftool)")
     if not _mounted(BPFFS):
         BPFFS.mkdir(parents=True, exist_ok=True)
         _run(["mount", "-t", "bpf", "bpf", str(BPFFS)], f"mount the bpf filesystem at {BPFFS}")
     pin.parent.mkdir(parents=True, exist_ok=True)
-    _run(["bpftool", "prog", "load", str(obj), str(pin), "type", "classifier"], f"load {obj.name}")
+    _run(
+        ["bpftool", "prog", "load", str(obj), str(pin), "type", "classifier",
+         "pinmaps", str(maps_dir(lab, program))],
+        f"load {obj.name}",
+    )  # fmt: skip
     return pin
+
+
+def dump_map(pin: Path) -> list[dict[str, Any]]:
+    """Every entry of a pinned map as bpftool shows it with the object's BTF: a dict of
+    ``{"key": ..., "value": ...}`` with the C struct's field names."""
+    res = subprocess.run(
+        ["bpftool", "-j", "map", "dump", "pinned", str(pin)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if res.returncode != 0:
+        first = next((ln for ln in res.stderr.splitlines() if ln.strip()), "failed")
+        raise LabError(f"bpftool map dump {pin}: {first.strip()}")
+    return [entry["formatted"] for entry in json.loads(res.stdout)]
 
 
 def unpin(lab: str) -> None:
@@ -98,5 +124,10 @@ def unpin(lab: str) -> None:
     if not folder.is_dir():
         return
     for pin in folder.iterdir():
-        pin.unlink()
+        if pin.is_dir():  # a program's maps (maps_dir)
+            for map_pin in pin.iterdir():
+                map_pin.unlink()
+            os.rmdir(pin)
+        else:
+            pin.unlink()
     os.rmdir(folder)

@@ -23,6 +23,10 @@ SID_TABLE = 109
 """With the BPF switch: the routing table that lists a switch's own SIDs, one blackhole
 route each, which labs/bpf/srv6_switch.c looks up (MRC_SID_TABLE there)."""
 SWITCH_PROGRAM = "srv6_switch"
+PORT_PROGRAM = "mrc_port"
+"""Trimming and RED marking on a switch port's egress (labs/bpf/mrc_port.c)."""
+HTB_HIGH, HTB_LOW = 0x10010, 0x10020
+"""htb classids 1:10 and 1:20 of a trimming port: stubs go high, everything else low."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,54 @@ class Qdisc:
 
 
 @dataclass(frozen=True, slots=True)
+class PrioQdisc:
+    """htb in place of tbf on a trimming port: the same rate and buffer, and a high class
+    that trimmed stubs jump the queue in (this kernel has no prio qdisc: kernel-facts)."""
+
+    node: str
+    """Node owning dev."""
+    dev: str
+    """Interface."""
+    rate_bps: int
+    """Rate in bits per second."""
+    burst: int
+    """Bucket size, bytes."""
+    limit: int
+    """Queue limit of each class, bytes."""
+    mtu: int
+    """The port's MTU: one frame is each class's round-robin quantum."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortMap:
+    """A switch port's entry in the port program's map (labs/bpf/mrc_port.c, packed by
+    labs/trim.py): its rate, thresholds, and what it does above them."""
+
+    node: str
+    """Switch owning dev."""
+    dev: str
+    """Egress port."""
+    mac: str
+    """The port's MAC: the entry's key (the program reads it as the frame's source)."""
+    rate_bps: int
+    """The rate the virtual queue drains at: the port's htb/tbf rate."""
+    burst: int
+    """The port's bucket, bytes: what may leave at once after an idle spell."""
+    trim_at: int
+    """Trimming threshold, bytes (0: no trimming)."""
+    limit: int
+    """Virtual queue bytes above which every packet is dropped."""
+    mark_min: int
+    """RED: no CE mark below this depth, bytes."""
+    mark_max: int
+    """RED: depth where the mark probability reaches mark_p (0: no marking)."""
+    mark_p: float
+    """RED: mark probability at mark_max."""
+    faces_host: bool
+    """The last hop to a receiver: its stubs carry DSCP_TRIMMED_LASTHOP."""
+
+
+@dataclass(frozen=True, slots=True)
 class TcBpf:
     """A tc-BPF program (labs/bpf/<program>.c) on a device's clsact hook, direct action."""
 
@@ -155,8 +207,21 @@ class Nft:
     """The table's definition."""
 
 
-Op = Netns | Sysctl | Veth | LinkUp | Addr | Neigh | Route | Qdisc | TcBpf | Nft
-TcOp = Qdisc | TcBpf
+Op = (
+    Netns
+    | Sysctl
+    | Veth
+    | LinkUp
+    | Addr
+    | Neigh
+    | Route
+    | Qdisc
+    | PrioQdisc
+    | TcBpf
+    | PortMap
+    | Nft
+)
+TcOp = Qdisc | PrioQdisc | TcBpf
 
 
 def build(topo: Topology) -> list[Op]:
@@ -215,12 +280,38 @@ def node_config(topo: Topology, node: str) -> list[Op]:
 def port_ops(topo: Topology, link: Link, index: int, end: int, node: str, dev: str) -> list[Op]:
     lc = topo.link_class(link)
     peer = link.b if end == 0 else link.a
+    mac = addr.mac(index, end)
     return [
-        LinkUp(node, dev, lc.mtu, addr.mac(index, end)),
+        LinkUp(node, dev, lc.mtu, mac),
         Addr(node, dev, f"{addr.link_local(topo, node)}/64"),
         Neigh(node, dev, str(addr.link_local(topo, peer)), addr.mac(index, 1 - end)),
-        Qdisc(node, dev, lc.rate_bps, lc.burst, lc.limit),
+        *queue_ops(topo, lc, node, dev, peer, mac),
     ]
+
+
+def queue_ops(topo: Topology, lc: LinkClass, node: str, dev: str, peer: str, mac: str) -> list[Op]:
+    """A port's queue: tbf; on a switch port that trims or marks RED, the port program on
+    its egress too, and htb instead of tbf when it trims (docs/lab.md)."""
+    tbf = Qdisc(node, dev, lc.rate_bps, lc.burst, lc.limit)
+    faces_host = topo.kind_of(peer) == "host"
+    marks = lc.ecn == "red" and not faces_host  # never the last hop, as the nft modes
+    if topo.kind_of(node) == "host" or not (lc.trim_at or marks):
+        return [tbf]
+    entry = PortMap(
+        node,
+        dev,
+        mac,
+        lc.rate_bps,
+        lc.burst,
+        lc.trim_at,
+        lc.hard_limit,
+        lc.ecn_min if marks else 0,
+        lc.ecn_max if marks else 0,
+        lc.ecn_probability if marks else 0.0,
+        faces_host,
+    )
+    queue = PrioQdisc(node, dev, lc.rate_bps, lc.burst, lc.limit, lc.mtu) if lc.trim_at else tbf
+    return [queue, TcBpf(node, dev, "egress", PORT_PROGRAM), entry]
 
 
 def host_ops(topo: Topology, host: str) -> list[Op]:
@@ -326,7 +417,9 @@ def marking_ports(topo: Topology, sw: str) -> list[tuple[str, LinkClass]]:
 
 def ecn_table(topo: Topology, sw: str) -> Nft | None:
     """nft CE marking (no red/fq_codel in this kernel: by probability or above a rate)."""
-    rules = [_ecn_rule(dev, lc) for dev, lc in marking_ports(topo, sw) if lc.ecn != "none"]
+    rules = [
+        _ecn_rule(dev, lc) for dev, lc in marking_ports(topo, sw) if lc.ecn not in ("none", "red")
+    ]
     if not rules:
         return None
     body = "\n".join(f"    {r}" for r in rules)
@@ -381,6 +474,8 @@ def tc_lines(op: TcOp, pins: dict[str, str] | None = None) -> list[str]:
             f"qdisc replace dev {op.dev} root tbf rate {op.rate_bps}bit "
             f"burst {op.burst} limit {op.limit}"
         ]
+    if isinstance(op, PrioQdisc):
+        return _htb_lines(op)
     pin = (pins or {}).get(op.program, op.program)
     return [
         f"qdisc replace dev {op.dev} clsact",
@@ -388,19 +483,44 @@ def tc_lines(op: TcOp, pins: dict[str, str] | None = None) -> list[str]:
     ]
 
 
+def _htb_lines(op: PrioQdisc) -> list[str]:
+    """Strict priority from htb: the high class may use the whole rate on its own tokens,
+    so it is always served first (htb serves classes within their rate before borrowers);
+    the low class is guaranteed 1% and borrows the rest from the parent, which every send
+    of either class is charged to, so together they keep the port's rate."""
+    dev, rate = op.dev, op.rate_bps
+    low = max(8000, rate // 100)
+    shape = f"burst {op.burst} cburst {op.burst} quantum {op.mtu + 64}"
+    high_id, low_id = f"1:{HTB_HIGH & 0xFFFF:x}", f"1:{HTB_LOW & 0xFFFF:x}"
+    return [
+        f"qdisc replace dev {dev} root handle 1: htb default {HTB_LOW & 0xFFFF:x}",
+        f"class replace dev {dev} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit {shape}",
+        f"class replace dev {dev} parent 1:1 classid {high_id} htb rate {rate}bit "
+        f"ceil {rate}bit {shape} prio 0",
+        f"class replace dev {dev} parent 1:1 classid {low_id} htb rate {low}bit "
+        f"ceil {rate}bit {shape} prio 1",
+        f"qdisc replace dev {dev} parent {high_id} handle {HTB_HIGH & 0xFFFF:x}: "
+        f"bfifo limit {op.limit}",
+        f"qdisc replace dev {dev} parent {low_id} handle {HTB_LOW & 0xFFFF:x}: "
+        f"bfifo limit {op.limit}",
+    ]
+
+
 def op_devs(op: Op) -> tuple[str, ...]:
     """Devices an op depends on (for a hard restore)."""
     if isinstance(op, Route):
         return op.devs
-    if isinstance(op, LinkUp | Addr | Neigh | Qdisc | TcBpf):
+    if isinstance(op, LinkUp | Addr | Neigh | Qdisc | PrioQdisc | TcBpf):
         return (op.dev,)
-    return ()
+    return ()  # a PortMap entry survives a cut; rewriting it would zero its counters
 
 
 def describe(op: Op) -> str:
     """Short human text of an op, for error messages."""
-    if isinstance(op, Qdisc | TcBpf):
+    if isinstance(op, Qdisc | PrioQdisc | TcBpf):
         return f"tc {'; '.join(tc_lines(op))}"
+    if isinstance(op, PortMap):
+        return f"bpf map entry of {op.dev} ({op.mac})"
     if isinstance(op, Nft):
         return f"nft table {op.table}"
     if isinstance(op, Sysctl):

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from labs.errors import TopologyError
 from labs.yamlfile import read_yaml
 
-EcnMode = Literal["none", "probability", "rate"]
+EcnMode = Literal["none", "probability", "rate", "red"]
+ECN_MODES = ("none", "probability", "rate", "red")
 Srv6Mode = Literal["auto", "seg6local", "bpf"]
 SRV6_MODES = ("auto", "seg6local", "bpf")
 LinkKind = Literal["host-t0", "t0-t1"]
@@ -51,7 +52,28 @@ class LinkClass:
     """With ecn="probability": fraction of ECT packets marked CE."""
     ecn_rate_fraction: float = 0.9
     """With ecn="rate": mark every ECT packet above this fraction of rate_bps, once one
-    second's worth of it has passed unmarked (nft's byte-limit bucket; docs/lab.md)."""
+    second's worth of it has passed unmarked (nft's byte-limit bucket; docs/lab.md).
+    With ecn="red": the mark probability at ecn_max (RED's max_p)."""
+    ecn_min: int = 0
+    """With ecn="red": virtual queue bytes below which nothing is marked."""
+    ecn_max: int = 0
+    """With ecn="red": virtual queue bytes at which the probability reaches
+    ecn_probability; every ECT packet is marked above (labs/bpf/mrc_port.c)."""
+    trim_at: int = 0
+    """Trimming threshold, bytes of the port's virtual queue (0: no trimming): above it a
+    switch cuts an MRC data packet to its headers (labs/bpf/mrc_port.c, docs/lab.md)."""
+    trim_limit: int = 0
+    """With trimming: virtual queue bytes above which every packet is dropped (0: limit)."""
+
+    @property
+    def hard_limit(self) -> int:
+        """Where the port program drops everything: the trim limit, else the port's."""
+        return self.trim_limit or self.limit
+
+    @property
+    def programmed(self) -> bool:
+        """Whether switch ports of this class run the port program (trimming or RED)."""
+        return self.trim_at > 0 or self.ecn == "red"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,12 +263,34 @@ def _validate_class(label: str, lc: LinkClass) -> None:
         raise TopologyError(f"links.{label}.burst must hold one MTU-sized frame ({lc.mtu + 64}+)")
     if lc.limit < lc.burst:
         raise TopologyError(f"links.{label}.limit must be at least burst")
-    if lc.ecn not in ("none", "probability", "rate"):
-        raise TopologyError(f"links.{label}.ecn.mode must be none, probability or rate")
+    if lc.ecn not in ECN_MODES:
+        raise TopologyError(f"links.{label}.ecn.mode must be one of {', '.join(ECN_MODES)}")
     if not 0.0 <= lc.ecn_probability <= 1.0:
         raise TopologyError(f"links.{label}.ecn.probability must be in 0..1")
     if not 0.0 < lc.ecn_rate_fraction <= 10.0:
         raise TopologyError(f"links.{label}.ecn.rate_fraction must be in (0, 10]")
+    if lc.programmed:
+        _validate_programmed(label, lc)
+
+
+def _validate_programmed(label: str, lc: LinkClass) -> None:
+    """The port program's thresholds: all inside the port's buffer (its tbf/htb limit)."""
+    if lc.limit >= 1 << 32:
+        raise TopologyError(f"links.{label}.limit must be below 4gb with trim or ecn red")
+    if not 0 <= lc.trim_limit <= lc.limit:
+        raise TopologyError(
+            f"links.{label}.trim.limit ({lc.trim_limit}) does not fit the port's limit ({lc.limit})"
+        )
+    if lc.trim_at and not 0 < lc.trim_at < lc.hard_limit:
+        raise TopologyError(
+            f"links.{label}.trim.threshold ({lc.trim_at}) must be below the port's "
+            f"{'trim ' if lc.trim_limit else ''}limit ({lc.hard_limit})"
+        )
+    if lc.ecn == "red" and not 0 <= lc.ecn_min < lc.ecn_max <= lc.hard_limit:
+        raise TopologyError(
+            f"links.{label}.ecn: red needs 0 <= min < max <= the port's limit "
+            f"({lc.hard_limit}), got min {lc.ecn_min}, max {lc.ecn_max}"
+        )
 
 
 def parse_rate(value: object, where: str) -> int:
@@ -270,17 +314,19 @@ def parse_size(value: object, where: str) -> int:
 
 
 def _class_to_dict(lc: LinkClass) -> dict[str, Any]:
-    return {
-        "rate": lc.rate_bps,
-        "mtu": lc.mtu,
-        "burst": lc.burst,
-        "limit": lc.limit,
-        "ecn": {
-            "mode": lc.ecn,
-            "probability": lc.ecn_probability,
-            "rate_fraction": lc.ecn_rate_fraction,
-        },
+    ecn: dict[str, Any] = {
+        "mode": lc.ecn,
+        "probability": lc.ecn_probability,
+        "rate_fraction": lc.ecn_rate_fraction,
     }
+    if lc.ecn == "red":
+        ecn |= {"min": lc.ecn_min, "max": lc.ecn_max}
+    out = {"rate": lc.rate_bps, "mtu": lc.mtu, "burst": lc.burst, "limit": lc.limit, "ecn": ecn}
+    if lc.trim_at:
+        out["trim"] = {"threshold": lc.trim_at} | (
+            {"limit": lc.trim_limit} if lc.trim_limit else {}
+        )
+    return out
 
 
 def _class_from_dict(raw: object, where: str, base: LinkClass) -> LinkClass:
@@ -288,7 +334,7 @@ def _class_from_dict(raw: object, where: str, base: LinkClass) -> LinkClass:
         return base
     if not isinstance(raw, Mapping):
         raise TopologyError(f"{where} must be a mapping")
-    known = {"rate", "mtu", "burst", "limit", "ecn"}
+    known = {"rate", "mtu", "burst", "limit", "ecn", "trim"}
     _reject_unknown(raw, known, where)
     lc = base
     if "rate" in raw:
@@ -302,7 +348,23 @@ def _class_from_dict(raw: object, where: str, base: LinkClass) -> LinkClass:
     ecn = raw.get("ecn")
     if ecn is not None:
         lc = _ecn_from(ecn, f"{where}.ecn", lc)
+    if "trim" in raw:
+        lc = _trim_from(raw["trim"], f"{where}.trim", lc)
     return lc
+
+
+def _trim_from(trim: object, where: str, lc: LinkClass) -> LinkClass:
+    """``trim: {threshold: 64kb, limit: 256kb}``; ``trim: off`` (or false) turns it off."""
+    if trim is None or trim is False or trim == "off":
+        return replace(lc, trim_at=0, trim_limit=0)
+    if not isinstance(trim, Mapping):
+        raise TopologyError(f"{where} must be a mapping like {{threshold: 64kb}} or off")
+    _reject_unknown(trim, {"threshold", "limit"}, where)
+    if "threshold" not in trim:
+        raise TopologyError(f"{where}.threshold is missing (e.g. 64kb)")
+    at = parse_size(trim["threshold"], f"{where}.threshold")
+    limit = parse_size(trim["limit"], f"{where}.limit") if "limit" in trim else 0
+    return replace(lc, trim_at=at, trim_limit=limit)
 
 
 def _ecn_from(ecn: object, where: str, lc: LinkClass) -> LinkClass:
@@ -310,13 +372,26 @@ def _ecn_from(ecn: object, where: str, lc: LinkClass) -> LinkClass:
         ecn = {"mode": ecn}
     if not isinstance(ecn, Mapping):
         raise TopologyError(f"{where} must be a mode name or a mapping")
-    _reject_unknown(ecn, {"mode", "probability", "rate_fraction"}, where)
+    _reject_unknown(ecn, {"mode", "probability", "rate_fraction", "min", "max"}, where)
     mode = ecn.get("mode", lc.ecn)
-    if mode not in ("none", "probability", "rate"):
-        raise TopologyError(f"{where}.mode must be none, probability or rate, got {mode!r}")
-    prob = _float(ecn.get("probability", lc.ecn_probability), f"{where}.probability")
+    if mode not in ECN_MODES:
+        raise TopologyError(f"{where}.mode must be one of {', '.join(ECN_MODES)}, got {mode!r}")
+    if mode != "red" and ("min" in ecn or "max" in ecn):
+        raise TopologyError(f"{where}: min and max are for mode red")
+    # RED's probability is its max_p, 1 unless given (linear 0..1 as htsim's switches)
+    default_p = 1.0 if mode == "red" and lc.ecn != "red" else lc.ecn_probability
+    prob = _float(ecn.get("probability", default_p), f"{where}.probability")
     frac = _float(ecn.get("rate_fraction", lc.ecn_rate_fraction), f"{where}.rate_fraction")
-    return replace(lc, ecn=mode, ecn_probability=prob, ecn_rate_fraction=frac)
+    low = parse_size(ecn["min"], f"{where}.min") if "min" in ecn else lc.ecn_min
+    high = parse_size(ecn["max"], f"{where}.max") if "max" in ecn else lc.ecn_max
+    return replace(
+        lc,
+        ecn=mode,
+        ecn_probability=prob,
+        ecn_rate_fraction=frac,
+        ecn_min=low if mode == "red" else 0,
+        ecn_max=high if mode == "red" else 0,
+    )
 
 
 def _reject_unknown(raw: Mapping[Any, Any], known: set[str], where: str) -> None:
@@ -367,10 +442,22 @@ def load_yaml(path: str | Path) -> Topology:
     return from_dict(read_yaml(path, TopologyError), where=str(path))
 
 
+TRIM_AT = 64 * 1024
+"""The trimming presets' threshold: a quarter of the default 256 KB port buffer."""
+
+
 def preset(name: str) -> Topology:
     """tiny: 2 planes, 2 racks x 2 hosts, 2 T1 each. default: 4 planes, 2 racks x 4 hosts,
     4 T1 per plane at the host rate (full bisection: 4 x 100M down = 4 x 100M up per T0).
-    large: 4 planes, 8 racks x 8 hosts, 8 T1 per plane: 64 hosts + 64 switches = 128 ns."""
+    large: 4 planes, 8 racks x 8 hosts, 8 T1 per plane: 64 hosts + 64 switches = 128 ns.
+    NAME-trim: NAME with trimming above TRIM_AT on every switch port (docs/lab.md)."""
+    if name.endswith("-trim") and name in PRESETS:
+        base = preset(name[: -len("-trim")])
+        return replace(
+            base,
+            host_link=replace(base.host_link, trim_at=TRIM_AT),
+            fabric_link=replace(base.fabric_link, trim_at=TRIM_AT),
+        )
     if name == "tiny":
         return Topology(planes=2, racks=2, hosts_per_rack=2, t1_per_plane=2)
     if name == "default":
@@ -384,7 +471,7 @@ def preset(name: str) -> Topology:
             host_link=LinkClass(rate_bps=50_000_000),
             fabric_link=LinkClass(rate_bps=50_000_000),
         )
-    raise TopologyError(f"unknown preset {name!r} (tiny, default, large)")
+    raise TopologyError(f"unknown preset {name!r} ({', '.join(PRESETS)})")
 
 
-PRESETS = ("tiny", "default", "large")
+PRESETS = ("tiny", "default", "large", "tiny-trim", "default-trim", "large-trim")

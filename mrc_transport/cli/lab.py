@@ -42,12 +42,18 @@ def register(subparsers: Any, help_text: str) -> None:
 
     p = add("up", _up, "create the lab's namespaces, links, routes, SIDs, shaping, marking")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", choices=("tiny", "default", "large"), default=None)
+    src.add_argument(
+        "--preset",
+        choices=("tiny", "default", "large", "tiny-trim", "default-trim", "large-trim"),
+        default=None,
+        help="a fabric (NAME-trim: with packet trimming on every switch port)",
+    )
     src.add_argument("--topology", metavar="FILE", help="YAML topology file")
     p.add_argument("--force", action="store_true", help="replace an existing lab of that name")
     p = add("down", _down, "remove everything the lab created (idempotent)")
     p.add_argument("--all", action="store_true", help="every lab with a state file")
-    add("status", _status, "namespaces present and recent events")
+    p = add("status", _status, "namespaces present, recent events, trimming/marking counters")
+    p.add_argument("--json", action="store_true", help="one JSON object")
     add("list", _list, "labs with a state file", named=False)
     p = add("exec", _exec, "run a command in a node's namespace: exec NODE -- CMD...")
     p.add_argument("node")
@@ -187,6 +193,19 @@ def _status(args: argparse.Namespace) -> int:
     st = load_state(args.name)
     present = sum(netns.exists(ns) for ns in st.namespaces)
     t = st.topology
+    ports = _port_counters(args.name, t) if present else []
+    if args.json:
+        doc = {
+            "lab": st.lab,
+            "complete": st.complete,
+            "namespaces": len(st.namespaces),
+            "present": present,
+            "topology": t.to_dict(),
+            "ports": ports,
+            "events": read_events(args.name)[-5:],
+        }
+        print(json.dumps(doc))
+        return 0
     print(
         f"lab {st.lab}: {'complete' if st.complete else 'INCOMPLETE'}, "
         f"{present}/{len(st.namespaces)} namespaces present"
@@ -197,9 +216,27 @@ def _status(args: argparse.Namespace) -> int:
         f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}, "
         f"SRv6 by {t.srv6}"
     )
+    if ports:
+        total = {k: sum(p[k] for p in ports) for k in ("trimmed", "dropped", "marked")}
+        busiest = max(ports, key=lambda p: p["trimmed"] + p["dropped"] + p["marked"])
+        print(
+            f"  port program on {len(ports)} switch ports: {total['trimmed']} trimmed, "
+            f"{total['dropped']} dropped, {total['marked']} marked "
+            f"(most: {busiest['node']} {busiest['dev']}; --json for every port)"
+        )
     for ev in read_events(args.name)[-5:]:
         print(f"  t_mono={ev['t_mono']:.6f} {ev['kind']} {ev['target']} {ev['action']}")
     return 0
+
+
+def _port_counters(lab: str, topo: Topology) -> list[dict[str, Any]]:
+    """The port program's counters (labs/trim.py); needs root, as the lab itself."""
+    from labs.trim import port_counters
+
+    if not any(lc.programmed for lc in (topo.host_link, topo.fabric_link)):
+        return []
+    _need_root()
+    return port_counters(lab, topo)
 
 
 def _exec(args: argparse.Namespace) -> int:

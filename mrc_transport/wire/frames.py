@@ -93,6 +93,11 @@ class Ecn(enum.IntEnum):
 # DSCP classes: acknowledgements and probes travel above data, as MRC's control traffic.
 DSCP_DATA = 26  # AF31
 DSCP_CONTROL = 46  # EF
+# A data packet a switch trimmed to its headers (docs/protocol.md, "Trimmed data packets"):
+# from RFC 2474's pool 2 (xxxx11, experimental or local use), one value for a trim on the
+# way and one for a trim at the last hop (a T0 port facing the receiver).
+DSCP_TRIMMED = 43  # 0b101011
+DSCP_TRIMMED_LASTHOP = 47  # 0b101111
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,10 @@ BAD_TOPOLOGIES = {
     "rate unit": ("links: {t0_t1: {rate: 1gbps}}\n", "bad rate"),
     "small mtu": ("links: {host_t0: {mtu: 1000}}\n", "mtu must be in 1280..65535"),
     "probability": ("links: {t0_t1: {ecn: {probability: 1.5}}}\n", "probability must be in 0..1"),
-    "ecn mode": ("links: {t0_t1: {ecn: red}}\n", "mode must be none, probability or rate"),
+    "ecn mode": (
+        "links: {t0_t1: {ecn: codel}}\n",
+        "mode must be one of none, probability, rate, red",
+    ),
     "unknown key": ("planes: 2\nspines: 4\n", "unknown key 'spines'"),
     "unknown link class": ("links: {t1_t2: {}}\n", "unknown key 't1_t2'"),
     "unknown preset": ("preset: huge\n", "unknown preset 'huge'"),

@@ -85,7 +85,10 @@ def test_yaml_overrides_and_link_classes(tmp_path: Path) -> None:
         ("colour: red\n", "unknown key 'colour'"),
         ("links: {host_t0: {rate: fast}}\n", "bad rate 'fast'"),
         ("links: {host_t0: {mtu: 9000, burst: 4kb}}\n", "burst must hold one MTU"),
-        ("links: {t0_t1: {ecn: {mode: red}}}\n", "mode must be none, probability or rate"),
+        (
+            "links: {t0_t1: {ecn: {mode: codel}}}\n",
+            "mode must be one of none, probability, rate, red",
+        ),
         ("- a\n- b\n", "must be a mapping"),
         ("planes: [\n", "invalid YAML"),
     ],
