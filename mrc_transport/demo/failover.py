@@ -582,9 +582,9 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
 
 
 def _write_events(path: Path, events: Sequence[Mapping[str, Any]]) -> None:
-    import json
+    from mrc_transport import jsonl
 
-    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    jsonl.write(path, events)
 
 
 __all__ = ["FailoverConfig", "run_failover"]
