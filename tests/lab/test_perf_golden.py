@@ -11,9 +11,11 @@ not by value:
   of value under each (bool, string, number: null counts as a number, as sRTT is null
   until its first sample, and 0 and 0.0 are one number), and equal deterministic values
   (the test's parameters, the stream ids and planes, the verdict, the bytes of a -n run);
-- text: line by line, each recorded line made a pattern in which the numbers and the
-  byte and bit-rate units may change (interval and plane lines may repeat), but the
-  headers and the set-up lines must be equal.
+- text: line by line, each recorded line made a pattern in which the numbers (with the
+  blanks that pad them) and the byte and bit-rate units may change (interval and plane
+  lines may repeat), but the headers and the set-up lines must be equal.
+
+The exact columns and values, on fixed inputs, are tests/unit/test_perf_report.py's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Fixed inputs for `mrc perf`'s documents and lines, and fakes that stand in for a run.
 
 tests/unit/test_perf_report.py runs them through mrc_transport/perf and compares with
-tests/data/perf/old_code.json, which tests/data/perf/old_code.py wrote by running the
-same inputs through the code before perf/ left cli/perf.py (the commit that added them).
+tests/data/perf/old_code.json, which a script (tests/data/perf/old_code.py in commit
+ec03a31) wrote by running the same inputs through the code before perf/ left cli/perf.py.
 Only data and fakes here: no import of the code under test, which moved.
 """
 
