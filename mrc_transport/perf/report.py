@@ -4,15 +4,15 @@ additions (planes, EVs, ECN marks, sRTT), as frozen dataclasses.
 ``to_json()`` gives the object json.dumps writes, key for key in iperf3's order;
 ``from_json()`` reads one back (a -J document, a --json-stream event's ``data``) and
 raises ``ReportError`` when a key is missing or a part is not an object (the values are
-taken as they are: these documents come from our own processes). Building them from a run is
-summary.py's business.
+taken as they are: these documents come from our own processes). Most records' fields are
+their JSON keys in order (``_Record``). Building them from a run is summary.py's business.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar, Self, TypeVar
 
 JsonObject = dict[str, Any]
 """A JSON object as json.loads gives it."""
@@ -42,13 +42,44 @@ def _parse(where: str, build: Callable[[Mapping[str, Any]], T], raw: object) -> 
         raise ReportError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 
+def _fields_json(doc: _Record | Interval) -> JsonObject:
+    """A record's fields in their order, tuples as JSON lists."""
+    return {
+        f.name: list(v) if isinstance(v := getattr(doc, f.name), tuple) else v for f in fields(doc)
+    }
+
+
+def _from_fields(cls: type[R], raw: Mapping[str, Any]) -> R:
+    """A record from its JSON object, by its fields' names; JSON lists as tuples."""
+    values = (raw[f.name] for f in fields(cls))
+    return cls(*(tuple(v) if isinstance(v, list) else v for v in values))
+
+
+class _Record:
+    """A flat record whose fields are its JSON object's keys, in that order."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_json(self) -> JsonObject:
+        return _fields_json(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Self:
+        return _from_fields(cls, raw)
+
+
+R = TypeVar("R", bound=_Record)
+
+
 # ------------------------------------------------------------------ start
 
 
 @dataclass(frozen=True, slots=True)
-class TestStart:
+class TestStart(_Record):
     """iperf3's ``test_start`` keys, both ends'."""
 
+    protocol: ClassVar[str] = "MRC"
     num_streams: int
     """Connections (-P)."""
     blksize: int
@@ -61,29 +92,18 @@ class TestStart:
     """The server sends (-R); an integer in JSON, as iperf3's."""
     target_bitrate: float
     """Target bits per second per connection (-b), 0 = unlimited."""
-    protocol: str = "MRC"
 
     def to_json(self) -> JsonObject:
-        return {
-            "protocol": self.protocol,
-            "num_streams": self.num_streams,
-            "blksize": self.blksize,
-            "duration": self.duration,
-            "bytes": self.bytes,
-            "reverse": int(self.reverse),
-            "target_bitrate": self.target_bitrate,
-        }
+        return {"protocol": self.protocol, **_fields_json(self), "reverse": int(self.reverse)}
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> TestStart:
-        return cls(
-            raw["num_streams"], raw["blksize"], raw["duration"], raw["bytes"],
-            bool(raw["reverse"]), raw["target_bitrate"], raw["protocol"],
-        )  # fmt: skip
+    def from_json(cls, raw: Mapping[str, Any]) -> Self:
+        test = _from_fields(cls, raw)
+        return replace(test, reverse=bool(test.reverse))
 
 
 @dataclass(frozen=True, slots=True)
-class ClientSetup:
+class ClientSetup(_Record):
     """What the client adds to ``test_start``: how its endpoint is set up."""
 
     evs: int
@@ -101,29 +121,9 @@ class ClientSetup:
     codec: str
     """The wire codec's backend: "c" or "python"."""
 
-    def to_json(self) -> JsonObject:
-        return {
-            "evs": self.evs,
-            "planes": list(self.planes),
-            "paths": self.paths,
-            "encoding": self.encoding,
-            "cc": self.cc,
-            "cc_scope": self.cc_scope,
-            "scheduler": self.scheduler,
-            "mss": self.mss,
-            "codec": self.codec,
-        }
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> ClientSetup:
-        return cls(
-            raw["evs"], tuple(raw["planes"]), raw["paths"], raw["encoding"], raw["cc"],
-            raw["cc_scope"], raw["scheduler"], raw["mss"], raw["codec"],
-        )  # fmt: skip
-
 
 @dataclass(frozen=True, slots=True)
-class ServerSetup:
+class ServerSetup(_Record):
     """What the server adds to ``test_start``."""
 
     planes: tuple[int, ...]
@@ -131,28 +131,18 @@ class ServerSetup:
     encoding: str
     port: int
 
-    def to_json(self) -> JsonObject:
-        return {"planes": list(self.planes), "encoding": self.encoding, "port": self.port}
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> ServerSetup:
-        return cls(tuple(raw["planes"]), raw["encoding"], raw["port"])
-
 
 @dataclass(frozen=True, slots=True)
-class ConnectingTo:
+class ConnectingTo(_Record):
     """The client's peer: iperf3's ``connecting_to``."""
 
     KEY: ClassVar[str] = "connecting_to"
     host: str
     port: int
 
-    def to_json(self) -> JsonObject:
-        return {"host": self.host, "port": self.port}
-
 
 @dataclass(frozen=True, slots=True)
-class AcceptedConnection:
+class AcceptedConnection(_Record):
     """The server's peer: iperf3's ``accepted_connection``, here the connection ids."""
 
     KEY: ClassVar[str] = "accepted_connection"
@@ -160,9 +150,6 @@ class AcceptedConnection:
     """The server's connection id."""
     peer_conn: int
     """The client's."""
-
-    def to_json(self) -> JsonObject:
-        return {"conn": self.conn, "peer_conn": self.peer_conn}
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +185,9 @@ class StartDoc:
     def _build(cls, raw: Mapping[str, Any]) -> StartDoc:
         peer: ConnectingTo | AcceptedConnection
         if ConnectingTo.KEY in raw:
-            peer = ConnectingTo(raw[ConnectingTo.KEY]["host"], raw[ConnectingTo.KEY]["port"])
+            peer = ConnectingTo.from_json(raw[ConnectingTo.KEY])
         else:
-            a = raw[AcceptedConnection.KEY]
-            peer = AcceptedConnection(a["conn"], a["peer_conn"])
+            peer = AcceptedConnection.from_json(raw[AcceptedConnection.KEY])
         test = raw["test_start"]
         setup = ClientSetup.from_json(test) if "codec" in test else ServerSetup.from_json(test)
         return cls(
@@ -236,21 +222,7 @@ class Interval:
     """This end sends the data."""
 
     def to_json(self) -> JsonObject:
-        return {
-            "sum": {
-                "start": self.start,
-                "end": self.end,
-                "seconds": self.seconds,
-                "bytes": self.bytes,
-                "bits_per_second": self.bits_per_second,
-                "retransmits": self.retransmits,
-                "ecn_marks": self.ecn_marks,
-                "active_evs": self.active_evs,
-                "retired_evs": self.retired_evs,
-                "srtt_us": self.srtt_us,
-                "sender": self.sender,
-            }
-        }
+        return {"sum": _fields_json(self)}
 
     @classmethod
     def from_json(cls, raw: object) -> Interval:
@@ -259,18 +231,14 @@ class Interval:
     @classmethod
     def _build(cls, raw: Mapping[str, Any]) -> Interval:
         s = _object(raw["sum"], "interval.sum")
-        return cls(
-            s["start"], s["end"], s["seconds"], s["bytes"], s["bits_per_second"],
-            s["retransmits"], s["ecn_marks"], s["active_evs"], s["retired_evs"],
-            s["srtt_us"], s["sender"],
-        )  # fmt: skip
+        return cls(*(s[f.name] for f in fields(cls)))
 
 
 # ------------------------------------------------------------------ end
 
 
 @dataclass(frozen=True, slots=True)
-class SenderEnd:
+class SenderEnd(_Record):
     """One connection's sums from its sender's report (the E message or our own)."""
 
     bytes: int
@@ -279,30 +247,14 @@ class SenderEnd:
     retransmits: int
     srtt_us: float | None
 
-    def to_json(self) -> JsonObject:
-        return {
-            "bytes": self.bytes,
-            "seconds": self.seconds,
-            "bits_per_second": self.bits_per_second,
-            "retransmits": self.retransmits,
-            "srtt_us": self.srtt_us,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class ReceiverEnd:
+class ReceiverEnd(_Record):
     """One connection's sums from its receiver's report (the R message or our own)."""
 
     bytes: int
     seconds: float
     bits_per_second: float
-
-    def to_json(self) -> JsonObject:
-        return {
-            "bytes": self.bytes,
-            "seconds": self.seconds,
-            "bits_per_second": self.bits_per_second,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,53 +284,35 @@ class StreamEnd:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> StreamEnd:
-        snd, rcv = raw["sender"], raw["receiver"]
         return cls(
-            raw["id"],
-            SenderEnd(snd["bytes"], snd["seconds"], snd["bits_per_second"],
-                      snd["retransmits"], snd["srtt_us"]),
-            ReceiverEnd(rcv["bytes"], rcv["seconds"], rcv["bits_per_second"]),
+            raw["id"], SenderEnd.from_json(raw["sender"]), ReceiverEnd.from_json(raw["receiver"]),
             raw["verified"], raw["error"], dict(raw["sender_counters"]),
             dict(raw["receiver_counters"]),
         )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
-class SentSum:
-    """iperf3's ``sum_sent``: all connections' sender sums (seconds: the longest)."""
+class _Sum(_Record):
+    """iperf3's sums over the connections, from 0 to ``seconds`` (the longest one's)."""
 
     seconds: float
     bytes: int
     bits_per_second: float
-    retransmits: int
 
     def to_json(self) -> JsonObject:
-        return {
-            "start": 0,
-            "end": self.seconds,
-            "seconds": self.seconds,
-            "bytes": self.bytes,
-            "bits_per_second": self.bits_per_second,
-            "retransmits": self.retransmits,
-        }
+        return {"start": 0, "end": self.seconds, **_fields_json(self)}
 
 
 @dataclass(frozen=True, slots=True)
-class ReceivedSum:
-    """iperf3's ``sum_received``: all connections' receiver sums."""
+class ReceivedSum(_Sum):
+    """iperf3's ``sum_received``: the receivers' sums."""
 
-    seconds: float
-    bytes: int
-    bits_per_second: float
 
-    def to_json(self) -> JsonObject:
-        return {
-            "start": 0,
-            "end": self.seconds,
-            "seconds": self.seconds,
-            "bytes": self.bytes,
-            "bits_per_second": self.bits_per_second,
-        }
+@dataclass(frozen=True, slots=True)
+class SentSum(_Sum):
+    """iperf3's ``sum_sent``: the senders' sums, and their retransmissions."""
+
+    retransmits: int
 
 
 PLANE_COUNTS = ("active_evs", "usable_evs", "retired_evs", "sent", "acked", "ecn", "lost")
@@ -386,7 +320,7 @@ PLANE_COUNTS = ("active_evs", "usable_evs", "retired_evs", "sent", "acked", "ecn
 
 
 @dataclass(frozen=True, slots=True)
-class PlaneEnd:
+class PlaneEnd(_Record):
     """One plane, the sender's view, summed over the connections."""
 
     plane: int
@@ -406,30 +340,9 @@ class PlaneEnd:
     """The most marked connection's moving average of ECN echoes (0 as an integer
     until a connection reports one, as json.dumps has always written it)."""
 
-    def to_json(self) -> JsonObject:
-        return {
-            "plane": self.plane,
-            "share": self.share,
-            **{k: getattr(self, k) for k in PLANE_COUNTS},
-            "window": self.window,
-            "marked": self.marked,
-        }
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> PlaneEnd:
-        return cls(
-            raw["plane"], raw["share"], raw["active_evs"], raw["usable_evs"],
-            raw["retired_evs"], raw["sent"], raw["acked"], raw["ecn"], raw["lost"],
-            raw["window"], raw["marked"],
-        )  # fmt: skip
-
-
-EV_FIELDS = ("ev", "plane", "hops", "state", "role", "sent", "acked", "ecn", "lost")
-"""An EV's keys in a sender's report, before ``retired`` and ``readmitted``."""
-
 
 @dataclass(frozen=True, slots=True)
-class EvEnd:
+class EvEnd(_Record):
     """One EV of one connection at the end (those that sent, and every non-backup one)."""
 
     stream: int
@@ -449,21 +362,6 @@ class EvEnd:
     retired: int
     """Times it was retired."""
     readmitted: int
-
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {"stream": self.stream}
-        out.update((k, getattr(self, k)) for k in EV_FIELDS)
-        out["hops"] = list(self.hops)
-        out.update(retired=self.retired, readmitted=self.readmitted)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> EvEnd:
-        return cls(
-            raw["stream"], raw["ev"], raw["plane"], tuple(raw["hops"]), raw["state"],
-            raw["role"], raw["sent"], raw["acked"], raw["ecn"], raw["lost"], raw["retired"],
-            raw["readmitted"],
-        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,11 +435,10 @@ class EndDoc:
 
     @classmethod
     def _build(cls, raw: Mapping[str, Any]) -> EndDoc:
-        sent, received = raw["sum_sent"], raw["sum_received"]
         return cls(
             tuple(StreamEnd.from_json(s) for s in raw["streams"]),
-            SentSum(sent["seconds"], sent["bytes"], sent["bits_per_second"], sent["retransmits"]),
-            ReceivedSum(received["seconds"], received["bytes"], received["bits_per_second"]),
+            SentSum.from_json(raw["sum_sent"]),
+            ReceivedSum.from_json(raw["sum_received"]),
             raw["verified"],
             tuple(PlaneEnd.from_json(p) for p in raw["planes"]),
             tuple(EvEnd.from_json(e) for e in raw["evs"]),

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tests.lab.conftest import require_root_netns, unique_lab
+from tests.lab.conftest import require_root_netns
 
 pytestmark = pytest.mark.lab
 
@@ -125,17 +125,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[str]:
-    require_root_netns()
-    from labs.apply import down, up
-    from labs.topology import preset
-
-    name = unique_lab()
-    try:
-        up(preset("tiny"), name)
-        yield name
-    finally:
-        down(name)
+def lab(module_tiny_lab: str) -> str:
+    return module_tiny_lab
 
 
 def run_one_shot(lab: str, case: Case) -> tuple[str, str]:
