@@ -113,8 +113,8 @@ def end_doc(
     """The ``end`` of a test: cpu0 and cpu1 are this process's (user, system) CPU seconds
     at its start and end, wall its seconds."""
     ends = tuple(_stream_end(i, s) for i, s in enumerate(streams))
-    sent_s = max((e.sender.seconds for e in ends), default=0.0)
-    recv_s = max((e.receiver.seconds for e in ends), default=0.0)
+    sent_s = max([0.0, *(e.sender.seconds for e in ends)])  # 0 with no connection
+    recv_s = max([0.0, *(e.receiver.seconds for e in ends)])
     sent_b = sum(e.sender.bytes for e in ends)
     recv_b = sum(e.receiver.bytes for e in ends)
     user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
