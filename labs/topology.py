@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from labs import units
 from labs.errors import TopologyError
 from labs.yamlfile import read_yaml
 
@@ -28,10 +29,6 @@ LinkKind = Literal["host-t0", "t0-t1"]
 
 LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 MAX_INDEX = 0x0FFF  # uSIDs put the index in 12 bits (labs/addressing.py)
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(bit|bps)?\s*$", re.IGNORECASE)
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1000, "m": 1000_000, "g": 1000_000_000}
-_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024 * 1024, "g": 1024 * 1024 * 1024}
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,23 +291,24 @@ def _validate_programmed(label: str, lc: LinkClass) -> None:
 
 
 def parse_rate(value: object, where: str) -> int:
-    """'100mbit', '1gbit', '2.5Gbit' or an integer (bits/s) -> bits per second."""
+    """'100mbit', '1gbit', '2.5Gbit' or an integer (bits/s) -> bits per second
+    (labs/units.py: tc's rules)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    m = _RATE_RE.match(str(value))
-    if m is None or (m.group(3) or "bit").lower() != "bit":
-        raise TopologyError(f"{where}: bad rate {value!r} (write e.g. 100mbit or 1gbit)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    try:
+        return int(units.parse_rate(str(value)))
+    except units.UnitError as exc:
+        raise TopologyError(f"{where}: {exc} (write e.g. 100mbit or 1gbit)") from None
 
 
 def parse_size(value: object, where: str) -> int:
-    """'32kb', '1mb', 9000 -> bytes (k = 1024, like tc)."""
+    """'32kb', '1mb', 9000 -> bytes (k = 1024, like tc; labs/units.py)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    m = _SIZE_RE.match(str(value))
-    if m is None:
-        raise TopologyError(f"{where}: bad size {value!r} (write e.g. 32kb or 9000)")
-    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    try:
+        return units.parse_size(str(value))
+    except units.UnitError as exc:
+        raise TopologyError(f"{where}: {exc} (write e.g. 32kb or 9000)") from None
 
 
 def _class_to_dict(lc: LinkClass) -> dict[str, Any]:

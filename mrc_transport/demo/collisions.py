@@ -256,8 +256,8 @@ async def _mrc_run(
         for (s, d), cli, srv in zip(pairs, clis, srvs, strict=True):
             rc = await cli.wait_exit(cfg.duration + 120)
             await srv.wait_exit(60)
-            end = (cli.find("end") or {}).get("data", {})
-            res.verified[pair_name(s, d)] = rc == 0 and bool(end.get("verified"))
+            end = cli.perf_end()
+            res.verified[pair_name(s, d)] = rc == 0 and end is not None and end.verified
     for path in rec.values():
         if path.exists():
             res.deliveries += read_records(path)

@@ -63,6 +63,7 @@ from mrc_transport.demo.timeline import (
     with_aftermath,
 )
 from mrc_transport.io import eventlog
+from mrc_transport.perf.report import EndDoc, Interval, ReportError
 
 MRC_PORT = 4791
 TCP_PORT = 5201
@@ -189,9 +190,12 @@ class LiveState:
     def on_mrc(self, ev: Mapping[str, Any]) -> None:
         if ev.get("event") != "interval":
             return
-        s = ev.get("data", {}).get("sum", {})
-        self.mrc_bps = float(s.get("bits_per_second", 0.0))
-        self.active_evs, self.retired_evs = s.get("active_evs"), s.get("retired_evs")
+        try:
+            iv = Interval.from_json(ev.get("data"))
+        except ReportError:
+            return
+        self.mrc_bps = iv.bits_per_second
+        self.active_evs, self.retired_evs = iv.active_evs, iv.retired_evs
 
     def on_tcp(self, ev: Mapping[str, Any]) -> None:
         if ev.get("event") != "progress":
@@ -260,7 +264,8 @@ class Outcome:
     tcp_link: str = ""
     steps: list[sched.Step] = field(default_factory=list)
     played: list[tuple[sched.Step, float, float]] = field(default_factory=list)
-    mrc_end: dict[str, Any] = field(default_factory=dict)
+    mrc_end: EndDoc | None = None
+    """The MRC client's end document (None: it printed none)."""
     mrc_rc: int | None = None
     tcp_rx_end: dict[str, Any] = field(default_factory=dict)
     tcp_tx_end: dict[str, Any] = field(default_factory=dict)
@@ -357,7 +362,7 @@ async def _transfer(
         await tcp_tx.wait_exit(START_SLACK_S + MEASURE_S + 120)
         await tcp_rx.wait_exit(60)
         await srv.wait_exit(60)
-        out.mrc_end = (cli.find("end") or {}).get("data", {})
+        out.mrc_end = cli.perf_end()
         out.tcp_rx_end = tcp_rx.find("end") or {}
         out.tcp_tx_end = tcp_tx.find("end") or {}
         if out.mrc_rc != 0:
@@ -454,12 +459,23 @@ def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
 # -- the analysis -----------------------------------------------------------------------------
 
 
-def _mrc_counters(end: Mapping[str, Any]) -> dict[str, int]:
-    evs = end.get("evs", [])
+def _mrc_counters(end: EndDoc | None) -> dict[str, int]:
+    evs = end.evs if end is not None else ()
     return {
-        "retransmits": int(end.get("sum_sent", {}).get("retransmits", 0)),
-        "evs_retired": sum(int(e.get("retired", 0)) for e in evs),
-        "evs_readmitted": sum(int(e.get("readmitted", 0)) for e in evs),
+        "retransmits": end.sum_sent.retransmits if end is not None else 0,
+        "evs_retired": sum(e.retired for e in evs),
+        "evs_readmitted": sum(e.readmitted for e in evs),
+    }
+
+
+def _mrc_meta(end: EndDoc | None) -> dict[str, object]:
+    """The report's numbers of the MRC client's end document."""
+    if end is None:
+        return {"mrc_sum_received_bps": None, "mrc_planes": None, "mrc_endpoint": None}
+    return {
+        "mrc_sum_received_bps": end.sum_received.bits_per_second,
+        "mrc_planes": [p.to_json() for p in end.planes],
+        "mrc_endpoint": end.endpoint,
     }
 
 
@@ -491,7 +507,7 @@ def analyse_run(
     log = cfg.out / MRC_EVENTS
     rows = explain_stalls(rows, eventlog.read(str(log)) if log.exists() else None, out.pauses)
     verified = {
-        "mrc": out.mrc_rc == 0 and bool(out.mrc_end.get("verified")),
+        "mrc": out.mrc_rc == 0 and out.mrc_end is not None and out.mrc_end.verified,
         "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end),
     }
     counters = {"mrc": _mrc_counters(out.mrc_end)}
@@ -513,9 +529,7 @@ def analyse_run(
         "mrc_paths": len(paths(cfg.topo, src, dst)),
         "host_port_rate_bps": cfg.topo.host_link.rate_bps,
         "schedule": [asdict(s) for s in out.steps],
-        "mrc_sum_received_bps": out.mrc_end.get("sum_received", {}).get("bits_per_second"),
-        "mrc_planes": out.mrc_end.get("planes"),
-        "mrc_endpoint": out.mrc_end.get("endpoint"),
+        **_mrc_meta(out.mrc_end),
         "host_pauses": [
             {"t_s": round(p.t_mono - out.t_origin, 4), "ms": round(p.late_s * 1e3, 1)}
             for p in out.pauses
@@ -582,9 +596,9 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
 
 
 def _write_events(path: Path, events: Sequence[Mapping[str, Any]]) -> None:
-    import json
+    from mrc_transport import jsonl
 
-    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    jsonl.write(path, events)
 
 
 __all__ = ["FailoverConfig", "run_failover"]

@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from mrc_transport.demo.errors import DemoError
+from mrc_transport.perf.report import EndDoc, ReportError
 
 Event = dict[str, Any]
 PYTHON = sys.executable
@@ -84,6 +85,15 @@ class Child:
     def find(self, name: str) -> Event | None:
         """The last event called name."""
         return next((e for e in reversed(self.events) if e.get("event") == name), None)
+
+    def perf_end(self) -> EndDoc | None:
+        """`mrc perf --json-stream`'s end document, None if it printed none (it failed
+        first) or not one of that form."""
+        ev = self.find("end")
+        try:
+            return None if ev is None else EndDoc.from_json(ev.get("data"))
+        except ReportError:
+            return None
 
     async def wait_event(self, name: str, limit_s: float) -> Event:
         """The first event called name; DemoError (with the child's stderr) if the child

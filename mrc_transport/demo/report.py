@@ -13,12 +13,12 @@ slowest recovery, None when any flow did not recover).
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from mrc_transport import jsonl
 from mrc_transport.demo.fairness import fairness
 from mrc_transport.demo.pauses import Pause, longest_overlap
 from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals, Stall
@@ -235,11 +235,10 @@ def collisions_report(
 
 
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
+    """The report, atomically (mrc_transport/jsonl.py), its folder made if need be."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
+    jsonl.write_json(path, doc)
 
 
 # -- the summary table ------------------------------------------------------------------------

@@ -45,3 +45,19 @@ def tiny_lab(lab_name: str) -> str:
 
     up(preset("tiny"), lab_name)
     return lab_name
+
+
+@pytest.fixture(scope="module")
+def module_tiny_lab() -> Iterator[str]:
+    """The tiny preset under a unique name, shared by a module's tests (bring-up is the
+    slow part); always torn down."""
+    require_root_netns()
+    from labs.apply import down, up
+    from labs.topology import preset
+
+    name = unique_lab()
+    try:
+        up(preset("tiny"), name)
+        yield name
+    finally:
+        down(name)

@@ -13,13 +13,10 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.lab.conftest import require_root_netns, unique_lab
 
 pytestmark = pytest.mark.lab
 
@@ -28,17 +25,8 @@ PY = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[str]:
-    require_root_netns()
-    from labs.apply import down, up
-    from labs.topology import preset
-
-    name = unique_lab()
-    try:
-        up(preset("tiny"), name)
-        yield name
-    finally:
-        down(name)
+def lab(module_tiny_lab: str) -> str:
+    return module_tiny_lab
 
 
 def one_shot(lab: str, tmp_path: Path, *flags: str) -> tuple[int, dict[str, Any]]:

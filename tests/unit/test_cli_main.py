@@ -68,7 +68,7 @@ def test_bad_perf_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixtur
 
 
 def test_cpu_line_is_iperf3s() -> None:
-    from mrc_transport.cli.perf import cpu_line
+    from mrc_transport.perf.output import cpu_line
 
     cpu = {"host_total": 99.25, "host_user": 80.0, "host_system": 19.25}
     assert cpu_line(cpu, reverse=False) == "CPU Utilization: local/sender 99.2% (80.0%u/19.2%s)"

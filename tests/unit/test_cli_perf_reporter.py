@@ -7,7 +7,8 @@ import io
 import trio
 import trio.testing
 
-from mrc_transport.cli.perf import Output, _Reporter
+from mrc_transport.perf.output import Output
+from mrc_transport.perf.reporter import Reporter as _Reporter
 
 
 async def _run(ticks_running: int) -> list[str]:

@@ -9,7 +9,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrc_transport.io import perf
+from mrc_transport.perf import session as perf
 
 
 def sender_digest(pool: perf.MessagePool, sizes: list[int]) -> tuple[str, list[bytes]]:

@@ -1,0 +1,197 @@
+"""mrc_transport/perf against the code it replaced, on fixed inputs: the same start,
+interval and end documents byte for byte, the same text lines, the same endpoint Config,
+one-shot children that get the same options, and sizes and rates that parse as before.
+
+tests/data/perf/old_code.json is what the old cli/perf.py and io/perf.py made of
+tests/unit/perf_inputs.py's inputs (the script tests/data/perf/old_code.py of commit
+ec03a31, which imports that code)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from labs import topology
+from mrc_transport import wire
+from mrc_transport.cli import perf as cli
+from mrc_transport.cli.main import UsageError, build_parser
+from mrc_transport.perf import config, oneshot, summary
+from mrc_transport.perf.output import Output, end_lines
+from mrc_transport.perf.report import EndDoc, Interval, PerfReport, ReportError, StartDoc
+from mrc_transport.perf.reporter import Reporter
+from mrc_transport.perf.session import PerfParams, StreamStats
+from tests.unit import perf_inputs as inputs
+
+OLD: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parent.parent / "data" / "perf" / "old_code.json").read_text()
+)
+
+
+def _opts(argv: list[str]) -> Any:
+    args = build_parser().parse_args(argv)
+    cli.check_args(args)
+    return cli.options(args)
+
+
+@pytest.mark.parametrize("case", sorted(inputs.STREAMS))
+@pytest.mark.parametrize("k", range(len(inputs.CPU)))
+def test_end_document_and_lines_as_before(case: str, k: int) -> None:
+    cpu0, cpu1, wall = inputs.CPU[k]
+    streams = inputs.streams(StreamStats, case)
+    end = summary.end_doc(streams, cpu0, cpu1, wall, dict(inputs.ENDPOINT))
+    old = OLD["end"][f"{case}/{k}"]
+    assert json.dumps(end.to_json()) == old["json"]
+    for reverse in (False, True):
+        assert "".join(x + "\n" for x in end_lines(end, reverse)) == old["text"][str(reverse)]
+    assert EndDoc.from_json(json.loads(old["json"])) == end
+
+
+@pytest.mark.parametrize("sending", [True, False])
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_interval_lines_as_before(sending: bool, n: int) -> None:
+    old = OLD["interval"][f"{sending}/{n}"]
+    for mode in ("text", "stream"):
+        streams = inputs.reporter_streams(StreamStats, sending, n)
+        out = Output(io.StringIO(), mode, False)  # type: ignore[arg-type]
+        reporter = Reporter(out, streams, 0.5)
+        reporter.line(0.0, 0.5)
+        inputs.advance(streams)
+        reporter.line(0.5, 1.0)
+        assert isinstance(out.stream, io.StringIO)
+        assert out.stream.getvalue() == old[mode]
+    for line in old["stream"].splitlines():
+        data = json.loads(line)["data"]
+        assert Interval.from_json(data).to_json() == data
+
+
+@pytest.mark.parametrize("name", sorted(inputs.CLIENT_ARGV))
+def test_start_documents_and_config_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: inputs.T_WALL)
+    opts = _opts(inputs.CLIENT_ARGV[name])
+    for topo_name in (None, "tiny", "default"):
+        paths_from: Any = SimpleNamespace(topo=topology.preset(topo_name)) if topo_name else None
+        cfg = config.endpoint_config(opts, paths_from)
+        old = OLD["start"][f"config/{name}/{topo_name}"]
+        assert {k: getattr(cfg, k) for k in old} == old
+    cfg = config.endpoint_config(opts, None)  # type: ignore[arg-type]
+    paths: Any = [SimpleNamespace(plane=p) for p in (1, 0, 1, 0, 2)]
+    start = summary.client_start(opts, paths, cfg, "c00c1e")
+    old_client = json.loads(OLD["start"][f"client/{name}"])
+    old_client["test_start"]["codec"] = wire.BACKEND  # the backend this suite runs
+    assert json.dumps(start.to_json()) == json.dumps(old_client)
+    params = PerfParams(
+        "5e55", 1, opts.parallel, opts.reverse, opts.seconds, opts.nbytes // opts.parallel,
+        opts.length, opts.rate_bps, opts.planes,
+    )  # fmt: skip
+    server = summary.server_start(opts, params, inputs.fake_handle(1, True))
+    assert json.dumps(server.to_json()) == OLD["start"][f"server/{name}"]
+    for doc in (start, server):
+        assert StartDoc.from_json(json.loads(json.dumps(doc.to_json()))) == doc
+
+
+def test_documents_that_are_not_reports_raise_one_error() -> None:
+    good = json.loads(OLD["end"]["one/0"]["json"])
+    for bad in ([], {"streams": []}, {**good, "sum_sent": 3}, {**good, "planes": [{}]}):
+        with pytest.raises(ReportError):
+            EndDoc.from_json(bad)
+    with pytest.raises(ReportError, match="interval"):
+        Interval.from_json({"sum": {"start": 0}})
+    assert PerfReport.from_json({"start": {}, "intervals": [], "end": {}}) == PerfReport()
+
+
+# ------------------------------------------------------------------ one-shot
+
+
+class _Server:
+    """subprocess.Popen for the one-shot server: says it listens, exits 0."""
+
+    def __init__(self, argv: list[str], **_: object) -> None:
+        CALLS.append(argv)
+        self.stderr = io.StringIO("Server listening on 4791\n")
+
+    def poll(self) -> int:
+        return 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+CALLS: list[list[str]] = []
+
+
+def _child(argv: list[str]) -> tuple[list[str], Any, tuple[bool, bool, str | None]]:
+    """A child's command: (ip netns exec NS python -m ... perf, its options, its mode)."""
+    cut = argv.index("perf") + 1
+    args = build_parser().parse_args(["perf", *argv[cut:]])
+    cli.check_args(args)
+    return argv[:cut], cli.options(args), (args.server, args.one_off, args.client)
+
+
+@pytest.mark.parametrize("name", sorted(inputs.ONE_SHOT_ARGV))
+def test_one_shot_children_get_the_same_options(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children's flags may be written otherwise (-b 10M is now -b 10000000.0), but
+    they must mean the same."""
+    CALLS.clear()
+    monkeypatch.setattr(subprocess, "Popen", _Server)
+    monkeypatch.setattr(subprocess, "call", lambda argv, **_: CALLS.append(argv) or 0)
+    monkeypatch.setattr(os.path, "exists", lambda path: True)
+    args = build_parser().parse_args(inputs.ONE_SHOT_ARGV[name])
+    cli.check_args(args)
+    assert (
+        oneshot.run_one_shot(cli.options(args), args.src, args.dst) == OLD["one_shot"][name]["rc"]
+    )
+    now = [["PYTHON" if a == sys.executable else a for a in argv] for argv in CALLS]
+    old = OLD["one_shot"][name]["argv"]
+    assert [_child(a) for a in now] == [_child(a) for a in old]
+
+
+# ------------------------------------------------------------------ sizes and rates
+
+NEWLY_PARSED: dict[str, dict[str, int | float]] = {
+    # labs/units.py takes both tools' forms everywhere: a size may end in "b" for perf
+    "perf_size": {"64kb": 65536, "32KB": 32768, "1mb": 1048576, "9000b": 9000},
+    # and a rate in "bit"
+    "perf_rate": {"100mbit": 1e8, "2.5Gbit": 2.5e9, "1gbit": 1e9, "8000bit": 8000.0,
+                  "100 mbit": 1e8},
+    # the lab takes decimals and terabytes in sizes
+    "lab_size": {"1.5M": 1572864, "1T": 1 << 40, "0.5k": 512},
+    # and terabits in rates
+    "lab_rate": {"1T": 10**12},
+}  # fmt: skip
+
+
+def _answer(parse: Any, text: str) -> Any:
+    try:
+        return parse(text)
+    except (UsageError, topology.TopologyError) as exc:
+        return f"error: {exc}"
+
+
+@pytest.mark.parametrize("kind", ["perf_size", "perf_rate", "lab_size", "lab_rate"])
+def test_sizes_and_rates_parse_as_before(kind: str) -> None:
+    """Every value that parsed before parses to the same number (and type) with the same
+    rules for both; the values that parse now and did not are listed above, and every
+    error keeps its message."""
+    parse = {
+        "perf_size": lambda x: cli.parse_size(x, "-n"),
+        "perf_rate": cli.parse_rate,
+        "lab_size": lambda x: topology.parse_size(x, "w"),
+        "lab_rate": lambda x: topology.parse_rate(x, "w"),
+    }[kind]
+    for text, old in OLD["units"][kind].items():
+        now = _answer(parse, text)
+        if text in NEWLY_PARSED[kind]:
+            assert str(old).startswith("error")
+            expected = NEWLY_PARSED[kind][text]
+            assert (now, type(now)) == (expected, type(expected)), text
+        else:
+            assert (now, type(now)) == (old, type(old)), text
