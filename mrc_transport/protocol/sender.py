@@ -1,8 +1,7 @@
-"""The sending half of a connection: segmentation, PSNs, SACK processing, loss recovery.
+"""The sending half of a connection: PSNs, SACK processing, loss recovery.
 
-Messages are cut into packets of at most MSS bytes when they are sent, each a memoryview
-slice of the application's buffer (a large message is never copied per packet). Every
-packet gets the next PSN; a retransmission keeps its PSN, takes a different EV and carries
+Messages are cut into packets as they are sent (segments.py). Every packet gets the next
+PSN; a retransmission keeps its PSN, takes a different EV and carries
 the RTX flag. Losses are found two ways (RFC 8985 RACK and a FACK-style packet threshold):
 
 - time: a packet sent before one that was delivered is lost once it has been out for the
@@ -34,15 +33,9 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
-from mrc_transport.frozen import builder
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import (
-    DataHeader,
-    NackReason,
-    Opcode,
-)
+from mrc_transport.wire.frames import NackReason
 
 from . import events
 from .cc.planes import PlaneWindows
@@ -51,38 +44,8 @@ from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
 from .scheduler import Scheduler
+from .segments import DataRun, Outgoing, OutMessage, add_new, asking_ack
 from .serial import MASK32, expand
-from .transmit import Transmit, new_transmit
-
-View = memoryview
-"""mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
-# Final: mypyc keeps these in C globals rather than looking each up in the module's dict
-# on every packet
-_DSCP_DATA: Final = frames.DSCP_DATA
-_WRITE_ONLY: Final = Opcode.WRITE_ONLY
-_WRITE_FIRST: Final = Opcode.WRITE_FIRST
-_WRITE_MIDDLE: Final = Opcode.WRITE_MIDDLE
-_WRITE_LAST: Final = Opcode.WRITE_LAST
-_new_data_header: Final = builder(DataHeader)
-"""One data header per packet, built without the frozen ``__init__``."""
-_new_transmit: Final = new_transmit
-
-
-@dataclass(slots=True, eq=False)
-class OutMessage:
-    """A message being sent."""
-
-    msn: int
-    """Message sequence number."""
-    data: View
-    """The application's bytes."""
-    length: int
-    """``data.nbytes``, kept: a memoryview's attribute costs a generic lookup, and the
-    sender asks for every packet sent and acknowledged."""
-    next_offset: int = 0
-    """First byte not yet segmented."""
-    acked: int = 0
-    """Bytes acknowledged."""
 
 
 class SentPacket:
@@ -93,13 +56,10 @@ class SentPacket:
     """
 
     __slots__ = (
-        "ev", "length", "lost", "msg", "offset", "opcode", "plane_seq", "psn", "rtx",
-        "sent_time", "seq",
+        "ev", "length", "lost", "msg", "offset", "plane_seq", "psn", "rtx", "sent_time", "seq",
     )  # fmt: skip
 
-    def __init__(
-        self, psn: int, msg: OutMessage, offset: int, length: int, opcode: Opcode, ev: Ev
-    ) -> None:
+    def __init__(self, psn: int, msg: OutMessage, offset: int, length: int, ev: Ev) -> None:
         self.psn = psn
         """Its PSN."""
         self.msg = msg
@@ -108,8 +68,6 @@ class SentPacket:
         """Offset of its payload in the message."""
         self.length = length
         """Payload bytes."""
-        self.opcode = opcode
-        """WRITE_FIRST / MIDDLE / LAST / ONLY."""
         self.ev = ev
         """EV of the latest transmission."""
         self.sent_time = 0.0
@@ -123,98 +81,6 @@ class SentPacket:
         """Retransmissions so far."""
         self.lost = False
         """Declared lost and waiting for retransmission."""
-
-
-class DataRun:
-    """Consecutive new data packets of one message, sent in the same burst: what the core
-    hands the IO layer for its bulk traffic instead of a ``Transmit`` each, so that no
-    layer builds a header, a payload view and a ``Transmit`` per packet, and the C codec
-    encodes the whole run in one call (batchio ``add_run``; ours: building and unpacking
-    them was ~1/6 of a sender's CPU at ~2 Gbit/s).
-
-    Packet i has PSN ``psn + i``, the segment at ``offset + i * seg`` of ``data`` (the
-    message's last one may be shorter), EV ``evs[i]``, timestamp ``ts`` and flags
-    ``flags``; the last one also ``last_flags`` (ACK_REQ at a burst's end). ``transmit(i)``
-    is packet i as a ``Transmit``, exactly what the sender would have queued.
-    """
-
-    def __init__(
-        self,
-        commons: Commons,
-        psn: int,
-        msn: int,
-        offset: int,
-        seg: int,
-        data: View,
-        ts: int,
-        ev: Ev,
-    ) -> None:
-        self.commons = commons
-        """The connection's common headers (and ids)."""
-        self.flags = TS
-        self.last_flags = 0
-        self.psn = psn & MASK32
-        """32-bit PSN of the first packet."""
-        self.msn = msn & MASK32
-        self.offset = offset
-        """Offset of the first packet's payload in the message."""
-        self.seg = seg
-        """Segment size: every packet's payload but the message's last is this long."""
-        self.data = data
-        """The whole message."""
-        self.ts = ts
-        self.evs = [ev]
-        """Each packet's EV, in order."""
-
-    def __len__(self) -> int:
-        return len(self.evs)
-
-    def follows(self, psn: int, data: View, offset: int, ts: int) -> bool:
-        """Whether the packet (PSN, message, offset, timestamp) is this run's next."""
-        k = len(self.evs)
-        return (
-            data is self.data
-            and ts == self.ts
-            and offset == self.offset + k * self.seg
-            and psn & MASK32 == (self.psn + k) & MASK32
-        )
-
-    def header(self, i: int) -> DataHeader:
-        off = self.offset + i * self.seg
-        total = self.data.nbytes
-        n = min(self.seg, total - off)
-        flags = self.flags | self.last_flags if i == len(self.evs) - 1 else self.flags
-        return _new_data_header(
-            self.commons.get(_opcode(off, n, total), flags),
-            (self.psn + i) & MASK32, self.msn, off, total, self.ts,
-        )  # fmt: skip
-
-    def payload(self, i: int) -> View:
-        off = self.offset + i * self.seg
-        return self.data[off : min(off + self.seg, self.data.nbytes)]
-
-    def transmit(self, i: int) -> Transmit:
-        """Packet i as the ``Transmit`` the sender would have queued for it."""
-        ev = self.evs[i]
-        return _new_transmit(ev.path, ev.value, self.header(i), self.payload(i), _DSCP_DATA)
-
-    def transmits(self) -> list[Transmit]:
-        return [self.transmit(i) for i in range(len(self.evs))]
-
-
-Outgoing = Transmit | DataRun
-"""An item of a burst the core hands to the IO layer: a packet, or a run of data packets."""
-
-
-def expand_runs(items: list[Outgoing]) -> list[Transmit]:
-    """Every packet of a burst, runs expanded, in order."""
-    out: list[Transmit] = []
-    for item in items:
-        if isinstance(item, DataRun):
-            out.extend(item.transmits())
-        else:
-            out.append(item)
-    return out
 
 
 @dataclass(slots=True, eq=False)
@@ -357,7 +223,7 @@ class Sender:
             if isinstance(last, DataRun):
                 last.last_flags = ACK_REQ
             else:
-                out[-1] = self._asking_ack(last)
+                out[-1] = asking_ack(self.commons, last)
         return n
 
     def _fill(self, now: float, out: list[Outgoing], limit: int) -> int:
@@ -407,35 +273,20 @@ class Sender:
         if not self.pending or self.snd_nxt - self.snd_una >= self.cfg.reorder_window:
             return False
         msg = self.pending[0]
-        total = msg.length
-        n = min(self.mss, total - msg.next_offset)
+        offset = msg.next_offset
+        n = min(self.mss, msg.length - offset)
         if self.fc_bytes + n > self.peer_rwnd or not self._room(n):
             return False
-        pkt = SentPacket(
-            self.snd_nxt,
-            msg,
-            msg.next_offset,
-            n,
-            _opcode(msg.next_offset, n, total),
-            self.scheduler.pick(self.evs),
-        )
+        pkt = SentPacket(self.snd_nxt, msg, offset, n, self.scheduler.pick(self.evs))
         msg.next_offset += n
-        if msg.next_offset >= total:
+        if msg.next_offset >= msg.length:
             self.pending.popleft()
         self.inflight[pkt.psn] = pkt
         self._una_lens.append(n)
         self.fc_bytes += n
         self.snd_nxt += 1
         self._sent(pkt, now)
-        # the next packet of the burst's run, or the first of a new one
-        ts, last = int(now * 1e9), out[-1] if out else None
-        if isinstance(last, DataRun) and last.follows(pkt.psn, msg.data, pkt.offset, ts):
-            last.evs.append(pkt.ev)
-        else:
-            seg = self.mss  # every packet of a message but its last is this long
-            out.append(
-                DataRun(self.commons, pkt.psn, msg.msn, pkt.offset, seg, msg.data, ts, pkt.ev)
-            )
+        add_new(out, self.commons, msg, pkt.psn, offset, self.mss, int(now * 1e9), pkt.ev)
         return True
 
     def _send_rtx(
@@ -451,17 +302,10 @@ class Sender:
         self.counters.retransmits += 1
         self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
         self._sent(pkt, now)
-        msg = pkt.msg
-        header = _new_data_header(
-            self.commons.get(pkt.opcode, TS | RTX),
-            pkt.psn & MASK32,
-            msg.msn & MASK32,
-            pkt.offset,
-            msg.length,
-            int(now * 1e9),
+        msg, ts = pkt.msg, int(now * 1e9)
+        out.append(
+            msg.transmit(self.commons, pkt.psn, pkt.offset, pkt.length, pkt.ev, ts, TS | RTX)
         )
-        payload = msg.data[pkt.offset : pkt.offset + pkt.length]
-        out.append(_new_transmit(pkt.ev.path, pkt.ev.value, header, payload, _DSCP_DATA))
 
     def _sent(self, pkt: SentPacket, now: float) -> None:
         """Book a transmission of ``pkt`` on its EV: RACK's orders, the window, counters."""
@@ -475,14 +319,6 @@ class Sender:
         self.evs.on_sent(pkt.ev)
         self.counters.data_sent += 1
         self.counters.bytes_sent += pkt.length
-
-    def _asking_ack(self, tx: Transmit) -> Transmit:
-        """Data packet ``tx`` with ACK_REQ set."""
-        h = tx.header
-        assert isinstance(h, DataHeader)
-        common = self.commons.get(h.common.opcode, int(h.common.flags) | ACK_REQ)
-        header = _new_data_header(common, h.psn, h.msn, h.msg_offset, h.msg_len, h.ts)
-        return _new_transmit(tx.path, tx.ev, header, tx.payload, tx.dscp)
 
     # -- SACK ---------------------------------------------------------------------------
     def sack(
@@ -790,10 +626,3 @@ class Sender:
             self._lost(oldest, now, None)
             self._rto_resend = True
         return True
-
-
-def _opcode(offset: int, n: int, total: int) -> Opcode:
-    first, last = offset == 0, offset + n >= total
-    if first:
-        return _WRITE_ONLY if last else _WRITE_FIRST
-    return _WRITE_LAST if last else _WRITE_MIDDLE
