@@ -35,6 +35,7 @@ COMPILED = (
     f"{CORE}/cc/fixed.py",
     f"{CORE}/cc/nscc.py",
     f"{CORE}/cc/planes.py",
+    f"{CORE}/rtt.py",
     f"{CORE}/segments.py",
     f"{CORE}/sender.py",
     f"{CORE}/receiver.py",

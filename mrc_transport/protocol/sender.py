@@ -43,6 +43,7 @@ from .commons import ACK_REQ, ECN_ECHO, RTX, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
+from .rtt import PlaneRtt, RttEstimator
 from .scheduler import Scheduler
 from .segments import DataRun, Outgoing, OutMessage, add_new, asking_ack
 from .serial import MASK32, expand
@@ -91,22 +92,19 @@ class PlaneRack:
 
     order: deque[tuple[int, SentPacket]]
     """Transmissions on this plane in send order (stale entries are skipped lazily)."""
+    rtt: PlaneRtt
+    """The plane's RTTs (rtt.py)."""
     sent: int = 0
     """Transmissions on this plane so far."""
     seq: int = -1
     """Transmission order of the latest-sent packet on this plane that was delivered."""
     plane_seq: int = -1
     """Its transmission order among this plane's."""
-    rtt: float = 0.0
+    rack_rtt: float = 0.0
     """Its RTT."""
     reorder: float = 0.0
     """Decaying maximum of how late an earlier-sent packet on this plane arrived after a
-    later one (its RTT minus ``rtt`` at the time): the plane's measured reordering."""
-    srtt: float | None = None
-    """Smoothed RTT of this plane's packets (RFC 6298 gain), to resend on the fastest."""
-    peak: float = 0.0
-    """Slowly decaying maximum RTT of this plane's packets: the deepest its port's queue
-    stood lately."""
+    later one (its RTT minus ``rack_rtt`` at the time): the plane's measured reordering."""
 
 
 class Sender:
@@ -144,10 +142,7 @@ class Sender:
         self._rack_rtt = 0.0
         self.planes: dict[int, PlaneRack] = {}
         self.reorder_deadline = math.inf
-        self.srtt: float | None = None
-        self.rttvar = 0.0
-        self.min_rtt = math.inf
-        self.peak_rtt = 0.0
+        self.rtt = RttEstimator(cfg)
         self.rto_count = 0
         self._last_rto = -math.inf
         self._rto_resend = False
@@ -173,35 +168,24 @@ class Sender:
     # -- RTT ----------------------------------------------------------------------------
     @property
     def rto(self) -> float:
-        """RFC 6298 RTO with backoff, within [min_rto, max_rto], and at least 1.25 x the
-        recent peak RTT (ours: spraying over queues of different depth widens the RTT
-        distribution, and a packet behind the deepest queue sees the peak, not the mean:
-        in the shaped lab srtt + 4 rttvar was ~8 ms while packets arrived 10-26 ms late).
-        The peak is also taken per plane: with a window per plane, a plane behind a deep
-        queue carries few of the packets, so its RTT hardly shows in the connection's
-        decaying peak, and the RTO fired on its packets while they were on time."""
-        if self.srtt is None:
-            base = self.cfg.initial_rtt * 3
-        else:
-            peak = self.peak_rtt
-            for pr in self.planes.values():  # a loop: compiled, a generator costs ~10x
-                peak = max(peak, pr.peak)
-            base = max(self.srtt + 4 * self.rttvar, 1.25 * peak)
-        rto = math.ldexp(max(self.cfg.min_rto, base), min(self.rto_count, 30))
-        return min(rto, self.cfg.max_rto)
+        """The retransmission timeout, backed off for the RTOs in a row (rtt.py)."""
+        return self.rtt.rto(self.rto_count)
+
+    @property
+    def srtt(self) -> float | None:
+        """The smoothed RTT (RFC 6298; None before the first sample)."""
+        return self.rtt.srtt
+
+    @property
+    def min_rtt(self) -> float:
+        """The least RTT seen."""
+        return self.rtt.min_rtt
 
     def rtt_sample(self, rtt: float) -> None:
-        """Feed one RTT measurement (RFC 6298 section 2)."""
-        self.min_rtt = min(self.min_rtt, rtt)
-        # a slowly decaying maximum: the RTT of the fullest path sprayed on lately
-        self.peak_rtt = max(rtt, self.peak_rtt - (self.peak_rtt - rtt) / 512)
-        self.evs.base_rtt = self.min_rtt
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.evs.srtt = self.srtt
+        """Feed one RTT measurement; the EV set's probe timers count in it."""
+        srtt = self.rtt.on_sample(rtt)
+        self.evs.base_rtt = self.rtt.min_rtt
+        self.evs.srtt = srtt
 
     @property
     def in_flight_bytes(self) -> int:
@@ -235,8 +219,9 @@ class Sender:
                 # a resend waits for room on the fastest plane rather than take a slow one;
                 # an RTO's goes at once (RFC 6298 5.4): when the window shrank below what
                 # is in flight and all of it was lost, waiting for room took one RTO per
-                # packet to free it (2-6 RTOs, 1.3-2.4 s, in the gray-cut demo under load)
-                plane = self._fastest_plane()
+                # packet to free it (2-6 RTOs, 1.3-2.4 s, in the gray-cut demo under load);
+                # not a busy local port if another is free
+                plane = self.rtt.fastest(self.evs.usable_planes(window=False))
                 if not self._rto_resend and not (
                     self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
                 ):
@@ -354,7 +339,8 @@ class Sender:
         if trigger is None:
             self.counters.sack_unknown_ev += 1
         else:
-            self._plane_sample(trigger, rtt)
+            if rtt is not None:
+                self.rtt.plane(trigger.plane).on_trigger(rtt)
             self._reflected_ev(trigger, ecn, now)
         if acked or ecn:
             self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
@@ -396,7 +382,7 @@ class Sender:
         rtt = now - pkt.sent_time
         # RFC 8985 6.2 step 2: an ack faster than min RTT for a retransmitted packet is
         # for the original transmission and says nothing about packets sent before it.
-        if pkt.seq > self._rack_seq and not (pkt.rtx and rtt < self.min_rtt):
+        if pkt.seq > self._rack_seq and not (pkt.rtx and rtt < self.rtt.min_rtt):
             self._rack_seq, self._rack_rtt = pkt.seq, rtt
         self._plane_acked(pkt, rtt)
         pkt.seq = 0  # its order entries are stale now (no dict lookup to tell, ``_current``)
@@ -409,7 +395,7 @@ class Sender:
     def _plane(self, plane: int) -> PlaneRack:
         pr = self.planes.get(plane)
         if pr is None:
-            pr = self.planes[plane] = PlaneRack(deque())
+            pr = self.planes[plane] = PlaneRack(deque(), self.rtt.plane(plane))
         return pr
 
     def _plane_acked(self, pkt: SentPacket, rtt: float) -> None:
@@ -418,34 +404,16 @@ class Sender:
         if pkt.rtx:
             # which transmission arrived is unknown; one faster than min RTT was the
             # original, resent too early: widen the window (RFC 8985 6.2.4, DSACK)
-            if rtt < self.min_rtt < math.inf:
-                pr.reorder = max(2 * pr.reorder, self.min_rtt)
+            min_rtt = self.rtt.min_rtt
+            if rtt < min_rtt < math.inf:
+                pr.reorder = max(2 * pr.reorder, min_rtt)
             return
         pr.reorder -= pr.reorder / 4096  # decays over a few thousand packets (~1 s)
         if pkt.seq < pr.seq:
-            pr.reorder = max(pr.reorder, rtt - pr.rtt)
+            pr.reorder = max(pr.reorder, rtt - pr.rack_rtt)
         else:
-            pr.seq, pr.plane_seq, pr.rtt = pkt.seq, pkt.plane_seq, rtt
-        pr.srtt = rtt if pr.srtt is None else 0.875 * pr.srtt + 0.125 * rtt
-        pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
-
-    def _plane_sample(self, ev: Ev, rtt: float | None) -> None:
-        """The reflected timestamp of the packet that triggered a SACK, on the EV it
-        names: an RTT sample of that plane that no retransmission makes ambiguous, so a
-        plane whose packets were all (wrongly) resent still learns its real RTT."""
-        if rtt is not None:
-            pr = self._plane(ev.plane)
-            pr.peak = max(rtt, pr.peak - (pr.peak - rtt) / 512)
-
-    def _fastest_plane(self) -> int | None:
-        """The plane with usable EVs and the lowest smoothed RTT: a resend fills the
-        receiver's hole soonest there (ours; None before any plane has a sample)."""
-        best, best_rtt = None, math.inf
-        ok = self.evs.usable_planes(window=False)  # not a busy local port if another
-        for plane, pr in self.planes.items():
-            if pr.srtt is not None and pr.srtt < best_rtt and plane in ok:
-                best, best_rtt = plane, pr.srtt
-        return best
+            pr.seq, pr.plane_seq, pr.rack_rtt = pkt.seq, pkt.plane_seq, rtt
+        pr.rtt.on_ack(rtt)
 
     def _reflected_rtt(self, ts: int, now: float) -> float | None:
         """The RTT of the SACK's trigger from its reflected timestamp (flag TS set)."""
@@ -492,7 +460,10 @@ class Sender:
         reo = self.plane_reorder_window(pr)
         # a plane never measured waits the RTO of a connection never measured (RFC 6298
         # 2.1): the other planes' RTTs say nothing of its port's queue
-        expect = 1.25 * pr.peak if pr.srtt is not None else max(self.rto, 3 * self.cfg.initial_rtt)
+        rtt = pr.rtt
+        expect = (
+            1.25 * rtt.peak if rtt.srtt is not None else max(self.rto, 3 * self.cfg.initial_rtt)
+        )
         order = pr.order
         while order:
             seq, pkt = order[0]
@@ -505,7 +476,7 @@ class Sender:
             if seq <= pr.seq:
                 if not pkt.rtx and pr.plane_seq - pkt.plane_seq >= thresh:
                     deadline = now
-                deadline = min(deadline, pkt.sent_time + pr.rtt + reo)
+                deadline = min(deadline, pkt.sent_time + pr.rack_rtt + reo)
             if now < deadline:
                 self.reorder_deadline = min(self.reorder_deadline, deadline)
                 break
@@ -515,7 +486,7 @@ class Sender:
     def plane_reorder_window(self, pr: PlaneRack) -> float:
         """A plane's reordering allowance: 1.25 x its measured reordering, at least
         ``rack_reo_fraction`` x min RTT (RFC 8985 6.2's floor, scaled)."""
-        return max(self.cfg.rack_reo_fraction * self.min_rtt, 1.25 * pr.reorder)
+        return max(self.cfg.rack_reo_fraction * self.rtt.min_rtt, 1.25 * pr.reorder)
 
     def _packet_threshold(self) -> int:
         """Packets sent later on the same plane and delivered that make one lost. htsim:
