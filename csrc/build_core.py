@@ -36,6 +36,7 @@ COMPILED = (
     f"{CORE}/cc/nscc.py",
     f"{CORE}/cc/planes.py",
     f"{CORE}/rtt.py",
+    f"{CORE}/rack.py",
     f"{CORE}/segments.py",
     f"{CORE}/sender.py",
     f"{CORE}/receiver.py",

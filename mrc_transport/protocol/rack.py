@@ -1,4 +1,4 @@
-"""Loss detection plane by plane: RACK (RFC 8985), a packet threshold, and the reorder timer.
+"""Loss detection plane by plane, RACK (RFC 8985) and a packet threshold, and its timers.
 
 Theory of operation
 -------------------
@@ -29,8 +29,11 @@ and does not advance RACK (step 2).
 
 Within a plane both deadlines grow with the send time, so the walk of the plane's send
 order stops at the first packet not yet due, whose deadline arms the reorder timer
-(``deadline``). A packet sent again, or acknowledged (its ``seq`` goes to 0), leaves an
-entry behind in its plane's order: the walks drop such stale entries as they meet them.
+(``deadline``). The retransmission timer (RFC 6298 section 5) runs from the send of the
+oldest packet in flight, or from its own last expiry, whichever is later.
+
+A packet sent again, or acknowledged (its ``seq`` goes to 0), leaves an entry behind in
+its plane's order: the walks drop such stale entries as they meet them.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ class Rack:
         self._rack_rtt = 0.0
         self.deadline = math.inf
         """When ``detect_losses`` must run next: the reorder timer, or at once after a SACK."""
+        self._last_rto = -math.inf
 
     def plane(self, plane: int) -> PlaneRack:
         """The RACK state of ``plane`` (made at its first use)."""
@@ -218,6 +222,26 @@ class Rack:
                     break
                 order.popleft()
         return best
+
+    def timer(self, rto: float) -> float:
+        """The earlier of the reorder timer and the retransmission timer, for RTO ``rto``."""
+        return min(self.deadline, self._rto_start() + rto)
+
+    def rto_expired(self, rto: float, now: float) -> bool:
+        """Whether the retransmission timer of RTO ``rto`` has expired by ``now``."""
+        return self._rto_start() + rto <= now
+
+    def on_rto(self, now: float) -> SentPacket | None:
+        """The retransmission timer expired at ``now``: it restarts, and the oldest packet
+        in flight is the one to resend (RFC 6298 5.4 and 5.5)."""
+        self._last_rto = now
+        return self.oldest()
+
+    def _rto_start(self) -> float:
+        """The RTO runs from the oldest packet's send or the last RTO, whichever is later
+        (RFC 6298 5.5: an expired timer restarts)."""
+        oldest = self.oldest()
+        return max(math.inf if oldest is None else oldest.sent_time, self._last_rto)
 
     def flush(self, plane: int) -> list[SentPacket]:
         """Every packet in flight on ``plane``, its order emptied (its port went down)."""
