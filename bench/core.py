@@ -40,7 +40,7 @@ from mrc_transport.io import batchio
 from mrc_transport.io.endpoint import decode_one, hand_over, io_config
 from mrc_transport.protocol import COMPILED, Config, Endpoint
 from mrc_transport.protocol.ev import Ev
-from mrc_transport.protocol.sender import DataRun, Outgoing
+from mrc_transport.protocol.segments import DataRun, Outgoing
 from mrc_transport.wire import frames
 from srv6.path import SrPath
 

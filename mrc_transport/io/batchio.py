@@ -43,7 +43,7 @@ from mrc_transport.protocol.endpoint import RX_OTHER as RX_OTHER
 from mrc_transport.protocol.endpoint import RX_SACK as RX_SACK
 from mrc_transport.protocol.endpoint import RxRec as RxRec
 from mrc_transport.protocol.ev import Ev
-from mrc_transport.protocol.sender import DataRun
+from mrc_transport.protocol.segments import DataRun
 from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
 
 Buffer = bytes | bytearray | memoryview

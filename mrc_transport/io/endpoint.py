@@ -63,7 +63,7 @@ from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
 from mrc_transport.protocol import Config, Connection, ConnState, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
 from mrc_transport.protocol.ev import Ev
-from mrc_transport.protocol.sender import DataRun, Outgoing
+from mrc_transport.protocol.segments import DataRun, Outgoing
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import (
     DATA_HEADER_LEN,

@@ -41,7 +41,8 @@ from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
 from .receiver import Payload, Receiver, Verdict
 from .scheduler import make_scheduler
-from .sender import Outgoing, Sender, expand_runs
+from .segments import Outgoing, expand_runs
+from .sender import Sender
 from .serial import MASK32
 from .transmit import Transmit, new_transmit
 

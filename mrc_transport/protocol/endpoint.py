@@ -21,7 +21,7 @@ from . import events
 from .config import Config
 from .connection import Connection
 from .counters import EndpointCounters
-from .sender import Outgoing, expand_runs
+from .segments import Outgoing, expand_runs
 from .transmit import Transmit
 
 RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]

@@ -72,7 +72,7 @@ def test_gray_cut_on_the_deep_plane_stalls_less_than_its_rtt(seed: int) -> None:
     fabric.run(T_END)
     times = _deliveries(b)
     base_rtt = conn.sender.min_rtt
-    deep_rtt = conn.sender.planes[0].srtt
+    deep_rtt = conn.sender.rtt.planes[0].srtt
     assert deep_rtt is not None
     assert deep_rtt > 10 * base_rtt  # the queue stood
     stall = _longest_gap(times, T_CUT, T_END)

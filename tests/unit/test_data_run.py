@@ -20,7 +20,7 @@ from mrc_transport.protocol import Config
 from mrc_transport.protocol.commons import ACK_REQ, Commons
 from mrc_transport.protocol.connection import Connection
 from mrc_transport.protocol.ev import Ev
-from mrc_transport.protocol.sender import DataRun, expand_runs
+from mrc_transport.protocol.segments import DataRun, expand_runs
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, PathHeader, ProbeHeader
 from tests.unit.test_protocol_connection import pair
