@@ -233,7 +233,7 @@ def test_a_retransmission_names_its_first_frame_and_ev(tmp_path: Path) -> None:
     pcap = write(tmp_path / "rtx.pcap", wire)
     wanted = ("frame.number", "mrc.rtx.first_frame", "mrc.rtx.first_ev", "mrc.expert.rtx")
     # The workshop's filter: retransmissions that went out on another EV than the first.
-    rows = fields(pcap, wanted, "-Y", "mrc.flags.rtx && mrc.rtx.first_ev != mrc.ev")
+    rows = fields(pcap, wanted, "-Y", "mrc.flags.rtx == 1 && mrc.rtx.first_ev != mrc.ev")
     assert rows == [
         {
             "frame.number": "3",
