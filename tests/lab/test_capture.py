@@ -22,7 +22,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.utils import rdpcap
 
 from mrc_transport.wire import MRC_UDP_PORT, Opcode, decode_datagram_untrusted
-from tests.lab.conftest import require_root_netns, unique_lab
+from tests.lab.conftest import require_root_netns, running_tiny_lab
 from tests.tshark import (
     ALL_FIELDS,
     assert_frame_matches,
@@ -45,15 +45,8 @@ READY_TIMEOUT = 20.0
 def lab() -> Iterator[str]:
     require_root_netns()
     require_tshark()
-    from labs.apply import down, up
-    from labs.topology import preset
-
-    name = unique_lab()
-    try:
-        up(preset("tiny"), name)
+    with running_tiny_lab() as name:
         yield name
-    finally:
-        down(name)
 
 
 def start_capture(lab: str, *args: str, stdout: int | None = None) -> subprocess.Popen[bytes]:
