@@ -28,6 +28,9 @@ local KIND = {
     [0x08] = "probe", [0x09] = "setup", [0x0A] = "setup", [0x0B] = "close",
     [0x0C] = "close",
 }
+-- A data packet a lab switch trimmed to its headers carries one of these DSCPs
+-- (docs/protocol.md, "Trimmed data packets").
+local TRIMMED_DSCPS = { [43] = "TRIMMED", [47] = "TRIMMED_LASTHOP" }
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "NO_BUFFER",
     [4] = "PSN_OUT_OF_WINDOW", [5] = "UNKNOWN_CONNECTION",
@@ -95,7 +98,9 @@ local e = {
     bad_message = malformed("bad_message", "Payload outside its message"),
     rtx = ProtoExpert.new("mrc.expert.rtx", "Retransmission", expert.group.SEQUENCE,
         expert.severity.NOTE),
-    trimmed = ProtoExpert.new("mrc.expert.trimmed", "Trimmed packet NACKed",
+    trimmed = ProtoExpert.new("mrc.expert.trimmed", "Trimmed by a switch: payload cut",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    trimmed_nack = ProtoExpert.new("mrc.expert.trimmed_nack", "Trimmed packet NACKed",
         expert.group.SEQUENCE, expert.severity.WARN),
     snapshot = ProtoExpert.new("mrc.expert.snapshot", "Cut short by the snapshot length",
         expert.group.UNDECODED, expert.severity.WARN),
@@ -131,16 +136,23 @@ function mrc.init()
 end
 
 local flow_label_field = Field.new("ipv6.flow")
+local dscp_field = Field.new("ipv6.tclass.dscp")
+
+-- A field of the innermost IPv6 header (an ICMPv6 error quotes a packet after its own).
+local function innermost(field)
+    local values = { field() }
+    local last = values[#values]
+    return last and last.value
+end
 
 -- The EV: the flow label carries its low 20 bits, the UDP source port its high 16; the
 -- 4 bits both hold are read from the port (docs/protocol.md, "Entropy value").
 local function packet_ev(pinfo)
-    local labels = { flow_label_field() }
-    local label = labels[#labels] -- the innermost IPv6 header, e.g. inside an ICMPv6 error
+    local label = innermost(flow_label_field)
     if label == nil then
         return nil
     end
-    return pinfo.src_port * 65536 + label.value % 65536
+    return pinfo.src_port * 65536 + label % 65536
 end
 
 local function hex32(value)
@@ -250,8 +262,13 @@ local function finish_data(ctx)
     local psn, offset, msg_len = body(0, 4):uint(), body(8, 4):uint(), body(12, 4):uint()
     local payload_len = ctx.size - COMMON - 24
     ctx.item:add(f.payload_len, payload_len):set_generated()
-    local wrong = placement_error(opcode, offset, msg_len, payload_len)
-    if wrong ~= nil then
+    -- A trimmed stub keeps the msg_offset and msg_len of the payload it lost.
+    local trimmed = payload_len == 0 and TRIMMED_DSCPS[innermost(dscp_field)]
+    local wrong = not trimmed and placement_error(opcode, offset, msg_len, payload_len)
+    if trimmed then
+        ctx.item:add_proto_expert_info(e.trimmed, "Trimmed by a switch (" .. trimmed ..
+            "): the payload was cut, the receiver should NACK it")
+    elseif wrong then
         report(ctx, e.bad_message, wrong)
     end
     local key = hex32(ctx.tvb(8, 4):uint()) .. ":" .. hex32(ctx.tvb(4, 4):uint()) .. ":" .. psn
@@ -259,8 +276,8 @@ local function finish_data(ctx)
     if payload_len > 0 and ctx.captured > COMMON + 24 then
         Dissector.get("data"):call(ctx.tvb(COMMON + 24):tvb(), ctx.pinfo, ctx.root)
     end
-    local rtx = (ctx.flags % 2 == 1) and "[RTX] " or ""
-    return string.format("%s%s PSN=%d MSN=%d Off=%d Len=%d", rtx, OPCODES[opcode], psn,
+    local tags = (trimmed and "[" .. trimmed .. "] " or "") .. (ctx.flags % 2 == 1 and "[RTX] " or "")
+    return string.format("%s%s PSN=%d MSN=%d Off=%d Len=%d", tags, OPCODES[opcode], psn,
         body(4, 4):uint(), offset, payload_len)
 end
 
@@ -285,7 +302,7 @@ local function finish_nack(ctx)
         report(ctx, e.bad_field, "NACK reason " .. reason)
         name = "reason " .. reason
     elseif reason <= 2 then
-        ctx.item:add_proto_expert_info(e.trimmed, "Trimmed packet NACKed (" .. name .. ")")
+        ctx.item:add_proto_expert_info(e.trimmed_nack, "Trimmed packet NACKed (" .. name .. ")")
     end
     return string.format("NACK PSN=%d %s", ctx.body(0, 4):uint(), name)
 end

@@ -218,6 +218,35 @@ def test_a_cut_short_capture_is_not_a_lua_error(tmp_path: Path) -> None:
         assert [bool(row["mrc.expert.snapshot"]) for row in rows] == [h > kept for h in headers]
 
 
+def _stub(header: DataHeader, payload: bytes, dscp: int) -> bytes:
+    """What a trimming switch forwards (docs/protocol.md, "Trimmed data packets"): the
+    headers byte for byte, no payload, DSCP 43 or 47."""
+    packet = encode(PathHeader(SRC, DST, ev=EV, dscp=dscp), header, payload)
+    mrc = packet[48 : 48 + 36]
+    ip = IPv6(src=str(IPv6Address(SRC)), dst=str(IPv6Address(DST)), tc=dscp << 2 | 2, fl=EV)
+    return bytes(ip / UDP(sport=EV >> 16, dport=MRC_UDP_PORT) / Raw(mrc))
+
+
+def test_a_trimmed_stub_is_trimmed_not_malformed(tmp_path: Path) -> None:
+    middle = DataHeader(common(Opcode.WRITE_MIDDLE), 7, 1, 8916, 50000, 3)
+    last = DataHeader(common(Opcode.WRITE_LAST), 8, 1, 17832, 18832, 3)
+    wire = [
+        _stub(middle, bytes(8916), 43),
+        _stub(last, bytes(1000), 47),
+        _stub(last, bytes(1000), 26),  # DSCP_DATA: not a stub, a short WRITE_LAST
+    ]
+    rows = fields(
+        write(tmp_path / "stubs.pcap", wire),
+        ("mrc.psn", "mrc.payload_len", "mrc.expert.trimmed", "_ws.malformed", "_ws.col.Info"),
+    )
+    shown = [(r["mrc.psn"], r["mrc.payload_len"]) for r in rows]
+    assert shown == [("7", "0"), ("8", "0"), ("8", "0")]
+    assert [bool(r["mrc.expert.trimmed"]) for r in rows] == [True, True, False]
+    assert [bool(r["_ws.malformed"]) for r in rows] == [False, False, True]
+    assert rows[0]["_ws.col.Info"].startswith("[TRIMMED] WRITE_MIDDLE PSN=7")
+    assert rows[1]["_ws.col.Info"].startswith("[TRIMMED_LASTHOP] WRITE_LAST PSN=8")
+
+
 # -- retransmissions, port, RoCE ----------------------------------------------------------
 
 
