@@ -4,8 +4,8 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
 APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump gcc python3-venv python3-dev libffi-dev \
-	clang libbpf-dev bpftool
-APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool
+	clang libbpf-dev bpftool tshark
+APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool tshark dumpcap reordercap editcap
 # python3 must be able to make a venv (ensurepip) and compile the cffi extension (Python.h)
 PY_OK := import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')
 FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
@@ -19,6 +19,8 @@ all: setup
 setup: apt venv fastpath core
 
 # Install Debian packages only when a command is missing, so a second run is instant.
+# tshark (lab capture, the dissector's tests) asks whether non-root users may capture:
+# no, preseeded, so the install never waits for an answer (the lab runs as root anyway).
 apt:
 	@missing=""; for c in $(APT_CMDS); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	python3 -c "$(PY_OK)" >/dev/null 2>&1 || missing=1; \
@@ -26,6 +28,7 @@ apt:
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $(APT_PKGS)"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "make: run as root to install $(APT_PKGS)" >&2; exit 2; fi; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
 	fi
 

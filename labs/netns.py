@@ -53,15 +53,16 @@ PR_SET_PDEATHSIG = 1
 SIGKILL = 9
 
 
-def die_with_parent() -> None:
+def die_with_parent(signal: int = SIGKILL) -> None:
     """For Popen(preexec_fn=...): a SIGKILLed `up` must not leave a batch running that
-    creates namespaces after `down` has removed the others."""
-    _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    creates namespaces after `down` has removed the others. A capture asks for SIGTERM,
+    on which dumpcap still completes its file."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal, 0, 0, 0)
 
 
-def preexec_enter(ns: str | None) -> None:
+def preexec_enter(ns: str | None, death_signal: int = SIGKILL) -> None:
     """For Popen(preexec_fn=...): die with the parent; move into ``ns`` before exec."""
-    die_with_parent()
+    die_with_parent(death_signal)
     if ns is None:
         return
     fd = os.open(NETNS_DIR / ns, os.O_RDONLY)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mrc_transport.cli.main import UsageError
 
 if TYPE_CHECKING:
+    from labs.capture import Target
     from labs.topology import Topology
 
 DEFAULT_LAB = "mrc"
@@ -78,6 +79,17 @@ def register(subparsers: Any, help_text: str) -> None:
     p = add("fail", _fail, "a switch stops forwarding, or a HOST:PORT goes down")
     p.add_argument("target")
     add("events", _events, "print the lab's fault log (JSONL)")
+    p = add("capture", _capture, "record a node's ports into one pcapng (dumpcap in its namespace)")
+    p.add_argument("target", metavar="NODE[:PORT]", help="NODE (every port) or NODE:PORT[,PORT..]")
+    p.add_argument(
+        "-w",
+        dest="write",
+        metavar="FILE",
+        help="pcapng file, - for stdout (the default when stdout is a pipe); "
+        "on a terminal without -w, one decoded line per packet (tshark)",
+    )
+    p.add_argument("-c", dest="count", type=_count, metavar="N", help="stop after N packets")
+    p.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
 
 
 def _lab_name(text: str) -> str:
@@ -89,6 +101,22 @@ def _lab_name(text: str) -> str:
         return check_lab_name(text)
     except TopologyError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of packets >= 1, not {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
 
 
 def _no_action(args: argparse.Namespace) -> int:
@@ -326,3 +354,68 @@ def _events(args: argparse.Namespace) -> int:
     for ev in read_events(args.name):
         print(json.dumps(ev))
     return 0
+
+
+def _capture(args: argparse.Namespace) -> int:
+    from labs import capture
+    from labs.state import load_state
+
+    target = capture.resolve(args.name, load_state(args.name).topology, args.target)
+    _need_root()
+    where = f"{target.node} ({', '.join(target.ports)}) of lab {target.lab}"
+    if args.write is None and sys.stdout.isatty():
+        return _capture_live(target, args, where)
+    if args.write in (None, "-"):
+        if sys.stdout.isatty():
+            raise UsageError("-w -: stdout is a terminal; pipe it (| wireshark -k -i -)")
+        return _capture_stream(target, args, where)
+    return _capture_file(target, args, where)
+
+
+def _stopping(args: argparse.Namespace) -> str:
+    stops = [f"after {args.count} packets"] if args.count else []
+    stops += [f"after {args.duration:g} s"] if args.duration else []
+    return " or ".join([*stops, "on Ctrl-C"])
+
+
+def _capture_ended(tool: str, code: int) -> int:
+    if code != 0:
+        print(f"mrc lab capture: {tool} exited with status {code}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _capture_live(target: Target, args: argparse.Namespace, where: str) -> int:
+    from labs import capture
+    from mrc_transport.wireshark import lua_path
+
+    capture.require_tools(capture.TSHARK)
+    print(f"decoding {where}; stops {_stopping(args)}", file=sys.stderr, flush=True)
+    argv = capture.tshark_argv(target, lua_path(), args.count, args.duration)
+    return _capture_ended(capture.TSHARK, capture.run(target, argv))
+
+
+def _capture_stream(target: Target, args: argparse.Namespace, where: str) -> int:
+    from labs import capture
+
+    capture.require_tools(capture.DUMPCAP)
+    print(f"capturing {where} to stdout; stops {_stopping(args)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    argv = capture.dumpcap_argv(target, "-", args.count, args.duration)
+    return _capture_ended(capture.DUMPCAP, capture.run(target, argv))
+
+
+def _capture_file(target: Target, args: argparse.Namespace, where: str) -> int:
+    from pathlib import Path
+
+    from labs import capture
+
+    capture.require_tools(capture.DUMPCAP, capture.REORDERCAP)
+    path = Path(args.write).absolute()
+    capture.check_writable(path)
+    print(f"capturing {where} to {path}; stops {_stopping(args)}", file=sys.stderr, flush=True)
+    argv = capture.dumpcap_argv(target, str(path), args.count, args.duration)
+    code = _capture_ended(capture.DUMPCAP, capture.run(target, argv))
+    if code == 0:
+        capture.sort_by_time(path)
+    return code

@@ -22,6 +22,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("perf", "iperf3-style MRC transfers"),
     ("demo", "workshop demos: failover and collisions"),
     ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),
+    ("wireshark", "the Wireshark dissector for MRC: its path, or install it"),
 )
 
 DESCRIPTION = (

@@ -6,6 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,21 @@ def require_root_netns() -> None:
 
 def unique_lab() -> str:
     return "t" + uuid.uuid4().hex[:8]
+
+
+@contextmanager
+def running_tiny_lab() -> Iterator[str]:
+    """The tiny preset under a unique name, for a module-scoped fixture; always removed."""
+    require_root_netns()
+    from labs.apply import down, up
+    from labs.topology import preset
+
+    name = unique_lab()
+    try:
+        up(preset("tiny"), name)
+        yield name
+    finally:
+        down(name)
 
 
 @pytest.fixture
