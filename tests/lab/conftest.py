@@ -67,13 +67,5 @@ def tiny_lab(lab_name: str) -> str:
 def module_tiny_lab() -> Iterator[str]:
     """The tiny preset under a unique name, shared by a module's tests (bring-up is the
     slow part); always torn down."""
-    require_root_netns()
-    from labs.apply import down, up
-    from labs.topology import preset
-
-    name = unique_lab()
-    try:
-        up(preset("tiny"), name)
+    with running_tiny_lab() as name:
         yield name
-    finally:
-        down(name)
