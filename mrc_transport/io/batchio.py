@@ -21,8 +21,8 @@ IPV6_TCLASS, IPV6_FLOWINFO, source) as one fixed-size record, ``send_raw6`` send
 IPv6 packets each to its own header's destination, and ``BurstEncoder`` encodes a transmit
 burst straight into one reusable buffer for it.
 
-``MRC_PUREPYTHON=1`` selects the Python twin, as for the codecs (mrc_transport/wire), and
-so does a missing C extension. ``BACKEND`` says which one is in use.
+The backend is mrc_transport/backend.py's choice, as for the codecs (mrc_transport/wire);
+``BACKEND`` says which one is in use: "c" or "python".
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from mrc_transport import switched_on, wire
+from mrc_transport import backend, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
 from mrc_transport.protocol.endpoint import RX_DATA as RX_DATA  # the kinds of RxRec
 from mrc_transport.protocol.endpoint import RX_OTHER as RX_OTHER
@@ -74,20 +74,11 @@ OTHER_REC: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
 """A record of kind ``RX_OTHER``: its datagram is decoded one at a time."""
 
 
-def _load() -> tuple[Any, Any]:
-    """The extension's (ffi, lib), or (None, None) when switched off or not built."""
-    if switched_on("MRC_PUREPYTHON"):  # as mrc_transport.wire
-        return None, None
-    try:
-        from mrc_transport._fastpath import ffi, lib
-    except ImportError:
-        return None, None
-    return ffi, lib
+if backend.FASTPATH:
+    from mrc_transport._fastpath import ffi as _ffi
+    from mrc_transport._fastpath import lib as _lib
 
-
-_ffi, _lib = _load()
-
-BACKEND = "python" if _lib is None else "c"
+BACKEND = "c" if backend.FASTPATH else "python"
 
 
 def _check_batch(buf: Buffer, offsets: Sequence[int], addrs: Sequence[Destination] | None) -> int:
@@ -388,7 +379,7 @@ class PyBurstEncoder:
 
 
 def _require_c() -> None:
-    if _lib is None:
+    if not backend.FASTPATH:
         raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
 
 
