@@ -119,7 +119,7 @@ class Endpoint:
                 continue
             if kind == RX_DATA:
                 payload = view[at : at + n]
-                conn.receive_data(src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
+                conn.receive_data(src, flags, psn, msn, off, size, ts, payload, ev, ce == 1, now)
             else:  # RX_SACK: psn the cumulative PSN, msn the SACK base, size the window
                 conn.receive_sack(src, flags, psn, msn, bitmap, ev, ts, size, now)
         return stop
