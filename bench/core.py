@@ -7,13 +7,13 @@ SACK processing; the receiver side is ``receive_records`` of each burst's data p
 explicit times (no loss), and the CPU time of each side is measured separately.
 
 Each mode runs side by side in one process: the core alone (each data packet's and SACK's
-fields read from the objects into records, as the burst decoder would make them), then the
-core with every packet going through the endpoint's burst encoder and burst decoder
-(io/batchio.py: ``add_run`` and ``add``, then ``records`` of the UDP payloads as a socket
-would deliver them) in each backend available (the pure-Python twin, and C when
-``batchio.BACKEND == "c"``), so the IO layer knows its per-core packet budget. Moving the
-bytes from one side's encoder to the other's receive slots (the kernel's work) is not
-counted. Ratios are printed against the core alone.
+fields read from the objects into records, as the burst decoder would make them,
+wire/records.py), then the core with every packet going through the endpoint's burst
+encoder and burst receiver (io/batchio.py: ``add_run`` and ``add``, then ``records`` of the
+UDP payloads as a socket would deliver them) in each implementation available (the
+pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the IO layer knows its
+per-core packet budget. Moving the bytes from one side's encoder to the other's receive
+slots (the kernel's work) is not counted. Ratios are printed against the core alone.
 
 When the compiled core is live (csrc/build_core.py), the same modes run again in a child
 process with the pure-Python reference everywhere (``MRC_PUREPYTHON=1``: the core from its
@@ -37,6 +37,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv6Address
 
@@ -46,6 +47,7 @@ from mrc_transport.protocol import COMPILED, Config, Endpoint
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.sender import DataRun, Outgoing
 from mrc_transport.wire import frames
+from mrc_transport.wire.records import OTHER_REC, RxMeta, RxRec, record_of
 from srv6.path import SrPath
 
 
@@ -100,20 +102,20 @@ class Objects:
 
     def carry(self, sent: object) -> object:
         assert isinstance(sent, list)
-        recs: list[batchio.RxRec] = []
+        recs: list[RxRec] = []
         buf = bytearray()
         self.others = {}
         for item in sent:
             if isinstance(item, DataRun):
                 for i, ev in enumerate(item.evs):
                     payload = item.payload(i)
-                    recs.append(batchio.record_of(
+                    recs.append(record_of(
                         item.header(i), ev.value, 0, _src(ev.path), len(buf), len(payload)
                     ))  # fmt: skip
                     buf += payload
                 continue
-            rec = batchio.record_of(item.header, item.ev, 0, _src(item.path), 0, 0)
-            if rec is batchio.OTHER_REC:
+            rec = record_of(item.header, item.ev, 0, _src(item.path), 0, 0)
+            if rec is OTHER_REC:
                 self.others[len(recs)] = frames.Packet(
                     _path(item.path, item.ev, item.dscp), item.header, bytes(item.payload)
                 )
@@ -136,15 +138,15 @@ class Codec:
     def __init__(
         self,
         name: str,
-        encoder: type[batchio.PyBurstEncoder],
-        receiver: type[batchio.PyBurstReceiver],
+        encoder: Callable[[int, int], batchio.BurstEncoder],
+        receiver: Callable[[int, int], batchio.BurstReceiver],
         max_pkts: int,
         mss: int,
     ) -> None:
         self.name = name
         self.enc = encoder(max_pkts, mss + 256)  # + IPv6, UDP and MRC headers
         self.rx = receiver(max_pkts, mss + 256)
-        self.metas: list[batchio.RxMeta] = []
+        self.metas: list[RxMeta] = []
 
     def send(self, items: list[Outgoing]) -> object:
         enc = self.enc
@@ -278,7 +280,7 @@ def measure(args: argparse.Namespace) -> tuple[int, list[tuple[str, Result]]]:
         Objects(),
         Codec("core + python codec", batchio.PyBurstEncoder, batchio.PyBurstReceiver, burst, mss),
     ]
-    if batchio.BurstEncoder is batchio.CBurstEncoder:
+    if batchio.BACKEND == "c":
         c = Codec("core + C codec", batchio.CBurstEncoder, batchio.CBurstReceiver, burst, mss)
         modes.append(c)
     else:

@@ -439,7 +439,7 @@ class Connection:
         header's flags and fields, its payload (copied, never kept), the EV it arrived on
         and its CE mark. What an endpoint calls for the bulk of its traffic, without a
         ``Packet`` and a ``DataHeader`` built per packet (Endpoint.receive_records; the
-        fields in the order ``_data`` and ``Receiver.on_data`` take them too)."""
+        fields in the order of a data record, wire/records.py)."""
         self._arrived(src)
         self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
 

@@ -145,7 +145,7 @@ class Receiver:
         payload, which is copied to its place, the EV it arrived on and its CE mark; say
         whether to SACK now. Fields, not a ``DataHeader``: the endpoint reads them out of
         a receive burst without building one per packet, in the order of a data record
-        (Endpoint.receive_records)."""
+        (wire/records.py)."""
         psn = expand(psn32, self.cum)
         if psn < self.cum or psn in self.ooo:
             self.counters.dup_packets += 1
