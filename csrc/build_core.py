@@ -15,10 +15,10 @@ first on its ``__path__`` when the native backend runs. Nothing is placed beside
 files, so the reference stays the reference.
 
 Modules left out: events.py and transmit.py hold frozen dataclasses that other layers
-build through ``frozen.builder`` (``__class__`` assignment, which native classes refuse);
-compiling wire/frames.py, wire/fast.py or io/batchio.py as well measured no faster (their
-cost is the cffi calls and the objects they build), and frames.py made the C codec's
-decoders slower (they build frames through the same twins).
+build through ``frozen.fast_constructor`` (``__class__`` assignment, which native classes
+refuse); compiling wire/frames.py, wire/fast.py or io/batchio.py as well measured no
+faster (their cost is the cffi calls and the objects they build), and frames.py made the
+C codec's decoders slower (they build frames through the same slot-alike classes).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from mrc_transport.frozen import builder
+from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 
@@ -46,7 +46,9 @@ SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
 SPARE_BUFFERS: Final = 8  # recycled message buffers a receiver keeps (ours)
 Payload = bytes | bytearray | memoryview
 """A data packet's payload: copied into its message's buffer, never kept."""
-_new_sack_header: Final = builder(frames.SackHeader)  # one per SACK: without the frozen __init__
+_new_sack_header: Final = fast_constructor(
+    frames.SackHeader
+)  # one per SACK: without the frozen __init__
 
 
 class Verdict(enum.Enum):
