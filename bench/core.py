@@ -7,17 +7,21 @@ SACK processing; the receiver side is ``receive_records`` of each burst's data p
 explicit times (no loss), and the CPU time of each side is measured separately.
 
 Each mode runs side by side in one process: the core alone (each data packet's and SACK's
-fields read from the objects into records, as the burst decoder would make them), then the
-core with every packet going through the endpoint's burst encoder and burst decoder
-(io/batchio.py: ``add_run`` and ``add``, then ``records`` of the UDP payloads as a socket
-would deliver them) in each backend available (the pure-Python twin, and C when
-``batchio.BACKEND == "c"``), so the IO layer knows its per-core packet budget. Moving the
-bytes from one side's encoder to the other's receive slots (the kernel's work) is not
-counted. Ratios are printed against the core alone.
+fields read from the objects into records, as the burst decoder would make them,
+wire/records.py), then the core with every packet going through the endpoint's burst
+encoder and burst receiver (io/batchio.py: ``add_run`` and ``add``, then ``records`` of the
+UDP payloads as a socket would deliver them) in each implementation available (the
+pure-Python twin, and C when ``batchio.BACKEND == "c"``), so the IO layer knows its
+per-core packet budget. Moving the bytes from one side's encoder to the other's receive
+slots (the kernel's work) is not counted. Ratios are printed against the core alone.
 
 When the compiled core is live (csrc/build_core.py), the same modes run again in a child
-process with the core from its source (``MRC_CORE_SOURCE=1``, the C codec as built), and
-the ratio of the two is printed: what the compilation buys, measured side by side.
+process with the pure-Python reference everywhere (``MRC_PUREPYTHON=1``: the core from its
+source and the Python codec), and the ratios of the two are printed: the core alone
+against the core alone (what the compilation buys), each codec mode against the
+reference's codec mode (what the native build buys end to end). Before the one backend
+switch, the child ran the core from source with the C codec as built (the ratio of the
+core alone is the same measurement).
 
     python bench/core.py                 # about 40 s
     python bench/core.py --quick
@@ -33,6 +37,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv6Address
 
@@ -42,6 +47,7 @@ from mrc_transport.protocol import COMPILED, Config, Endpoint
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, Outgoing
 from mrc_transport.wire import frames
+from mrc_transport.wire.records import OTHER_REC, RxMeta, RxRec, record_of
 from srv6.path import SrPath
 
 
@@ -96,20 +102,20 @@ class Objects:
 
     def carry(self, sent: object) -> object:
         assert isinstance(sent, list)
-        recs: list[batchio.RxRec] = []
+        recs: list[RxRec] = []
         buf = bytearray()
         self.others = {}
         for item in sent:
             if isinstance(item, DataRun):
                 for i, ev in enumerate(item.evs):
                     payload = item.payload(i)
-                    recs.append(batchio.record_of(
+                    recs.append(record_of(
                         item.header(i), ev.value, 0, _src(ev.path), len(buf), len(payload)
                     ))  # fmt: skip
                     buf += payload
                 continue
-            rec = batchio.record_of(item.header, item.ev, 0, _src(item.path), 0, 0)
-            if rec is batchio.OTHER_REC:
+            rec = record_of(item.header, item.ev, 0, _src(item.path), 0, 0)
+            if rec is OTHER_REC:
                 self.others[len(recs)] = frames.Packet(
                     _path(item.path, item.ev, item.dscp), item.header, bytes(item.payload)
                 )
@@ -132,15 +138,15 @@ class Codec:
     def __init__(
         self,
         name: str,
-        encoder: type[batchio.PyBurstEncoder],
-        receiver: type[batchio.PyBurstReceiver],
+        encoder: Callable[[int, int], batchio.BurstEncoder],
+        receiver: Callable[[int, int], batchio.BurstReceiver],
         max_pkts: int,
         mss: int,
     ) -> None:
         self.name = name
         self.enc = encoder(max_pkts, mss + 256)  # + IPv6, UDP and MRC headers
         self.rx = receiver(max_pkts, mss + 256)
-        self.metas: list[batchio.RxMeta] = []
+        self.metas: list[RxMeta] = []
 
     def send(self, items: list[Outgoing]) -> object:
         enc = self.enc
@@ -274,7 +280,7 @@ def measure(args: argparse.Namespace) -> tuple[int, list[tuple[str, Result]]]:
         Objects(),
         Codec("core + python codec", batchio.PyBurstEncoder, batchio.PyBurstReceiver, burst, mss),
     ]
-    if batchio.BurstEncoder is batchio.CBurstEncoder:
+    if batchio.BACKEND == "c":
         c = Codec("core + C codec", batchio.CBurstEncoder, batchio.CBurstReceiver, burst, mss)
         modes.append(c)
     else:
@@ -287,8 +293,8 @@ def measure(args: argparse.Namespace) -> tuple[int, list[tuple[str, Result]]]:
 
 
 def interpreted(argv: list[str]) -> list[tuple[str, Result]]:
-    """The same modes with the core from its source, in a child process."""
-    env = {**os.environ, "MRC_CORE_SOURCE": "1"}
+    """The same modes with the pure-Python reference, in a child process."""
+    env = {**os.environ, "MRC_PUREPYTHON": "1"}
     out = subprocess.run(
         [sys.executable, __file__, *argv, "--child"],
         env=env,
@@ -298,6 +304,29 @@ def interpreted(argv: list[str]) -> list[tuple[str, Result]]:
     ).stdout
     rows = json.loads(out.splitlines()[-1])
     return [(name, Result(*fields)) for name, fields in rows]
+
+
+def _against_the_reference(
+    rows: list[tuple[str, Result]], reference: list[tuple[str, Result]]
+) -> None:
+    """Each mode against the pure-Python reference's: the core alone against the core
+    alone, a codec mode against the reference's Python codec mode."""
+    ref = dict(reference)
+    print(
+        "baseline: the pure-Python reference (MRC_PUREPYTHON=1: the core from its source, "
+        "the Python codec), in a child process; native / reference:"
+    )
+    print(f"{'mode':<22}{'against':<22}{'sender x':>10}{'receiver x':>12}")
+    for name, r in rows:
+        against = name if name in ref else "core + python codec"
+        i = ref[against]
+        print(
+            f"{name:<22}{against:<22}{r.sender_pps / i.sender_pps:>10.2f}"
+            f"{r.receiver_pps / i.receiver_pps:>12.2f}"
+        )
+    print(f"{'reference':<22}{'sender pps':>12}{'receiver pps':>14}")
+    for name, i in reference:
+        print(f"{name:<22}{i.sender_pps:>12,.0f}{i.receiver_pps:>14,.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,15 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.sender_pps / rows[0][1].sender_pps:>10.2f}"
         )
     if COMPILED:
-        print("the same with the core interpreted (MRC_CORE_SOURCE=1), and compiled / interpreted:")
-        print(
-            f"{'mode':<22}{'sender pps':>12}{'receiver pps':>14}{'sender x':>13}{'receiver x':>12}"
-        )
-        for (name, r), (_, i) in zip(rows, interpreted(argv), strict=True):
-            print(
-                f"{name:<22}{i.sender_pps:>12,.0f}{i.receiver_pps:>14,.0f}"
-                f"{r.sender_pps / i.sender_pps:>13.2f}{r.receiver_pps / i.receiver_pps:>12.2f}"
-            )
+        _against_the_reference(rows, interpreted(argv))
     return 0
 
 

@@ -164,7 +164,7 @@ def _blast(lab: str, src: str, dst: str, seconds: float) -> None:
     paths = LabPaths(lab, src).paths_to(dst)
     payload = os.urandom(default_mss("usid"))
     common = Common(Opcode.WRITE_MIDDLE, Flags.NONE, 1, 2)
-    enc = batchio.BurstEncoder(FLOOR_BURST, 9100)
+    enc = batchio.burst_encoder(FLOOR_BURST, 9100)
     for i in range(FLOOR_BURST):
         ph = path_header(paths[i % len(paths)], 0x10000 + i, DSCP_DATA, "usid", FLOOR_PORT)
         enc.add(ph, DataHeader(common, i, 0, 0, 1 << 30, 0), payload)
@@ -185,7 +185,7 @@ def _drain(seconds: float) -> None:
     from mrc_transport.io.sockets import open_rx
 
     rx = open_rx(FLOOR_PORT)
-    burst = batchio.BurstReceiver(256, 9000)
+    burst = batchio.burst_receiver(256, 9000)
     print("ready", flush=True)
     nbytes, t_end, c0 = 0, math.inf, 0.0
     while time.monotonic() < t_end:

@@ -714,28 +714,32 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
         int sack = h->opcode == OP_SACK || h->opcode == OP_ACK;
         if (!sack && !is_data(h->opcode))
             continue;
-        r->flags = h->flags;
-        r->ce = (m->tclass & 3) == 3;  /* RFC 3168 section 5: CE is 0b11 */
         r->dst_conn = h->dst_conn;
-        r->ts = h->ts;
         memcpy(r->src, m->src, 16);
         if (sack) {
+            struct mrc_rx_sack *k = &r->body.sack;
             r->kind = MRC_RX_SACK;
-            r->bitmap = h->bitmap;
-            r->ev = h->ev;
-            r->psn = h->cum_psn;
-            r->msn = h->sack_base;
-            r->msg_len = h->rwnd;
+            k->flags = h->flags;
+            k->cum_psn = h->cum_psn;
+            k->sack_base = h->sack_base;
+            k->bitmap = h->bitmap;
+            k->ev = h->ev;
+            k->ts = h->ts;
+            k->rwnd = h->rwnd;
             continue;
         }
+        struct mrc_rx_data *a = &r->body.data;
         r->kind = MRC_RX_DATA;
-        r->ev = (uint32_t)m->sport << 16 | (m->flow_label & 0xffff);
-        r->psn = h->psn;
-        r->msn = h->msn;
-        r->msg_offset = h->msg_offset;
-        r->msg_len = h->msg_len;
-        r->payload_off = (uint32_t)(i * slot_size + d.payload_off);
-        r->payload_len = d.payload_len;
+        a->flags = h->flags;
+        a->psn = h->psn;
+        a->msn = h->msn;
+        a->msg_offset = h->msg_offset;
+        a->msg_len = h->msg_len;
+        a->ts = h->ts;
+        a->payload_off = i * slot_size + d.payload_off;
+        a->payload_len = d.payload_len;
+        a->ev = (uint32_t)m->sport << 16 | (m->flow_label & 0xffff);
+        a->ce = (m->tclass & 3) == 3;  /* RFC 3168 section 5: CE is 0b11 */
     }
     return (int)count;
 }

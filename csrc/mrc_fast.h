@@ -220,7 +220,8 @@ int mrc_recv_batch(int fd, char *buf, size_t slot_size, uint32_t count, uint32_t
 /* ---- csrc/mrc_io.c: endpoint socket IO in bursts ---------------------------------- */
 
 /* One received datagram and what the kernel told about its IPv6 header (44 bytes, no
- * padding: batchio.py reads an array of these with struct "=IBBHI16s16s"). */
+ * padding: mrc_transport/wire/records.py reads an array of these with struct
+ * "=IBBHI16s16s"). */
 struct mrc_rx_meta {
     uint32_t len;            /* datagram length (bytes written to its slot) */
     uint8_t truncated;       /* 1 when the datagram was larger than its slot */
@@ -237,29 +238,47 @@ struct mrc_rx_meta {
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
 
-/* One received datagram as the endpoint's receive loop reads it (72 bytes; batchio.py's
- * RX_REC "=bBBxIQQIIIIIII16s4x"). A data packet (kind MRC_RX_DATA) carries its fields, a
- * SACK or ACK (MRC_RX_SACK) its own in the same slots: psn the cumulative PSN, msn the
- * SACK base, msg_len the window, ev the EV it reflects (a data packet's ev is the EV it
- * arrived on). Anything else (MRC_RX_OTHER: other control packets, malformed or cut
- * datagrams) only its kind, and the endpoint decodes it one at a time, which names what
- * is wrong. */
+/* One received datagram as the endpoint's receive loop reads it (104 bytes), the layout
+ * mrc_transport/wire/records.py documents and reads with struct "=bxxxI16s10Q": kind,
+ * dst_conn and source, then the body of its kind, its fields in the order the protocol
+ * core takes them (Connection.receive_data, Connection.receive_sack). Every body field is
+ * a uint64_t, so both bodies read as one Python struct. A data packet (MRC_RX_DATA) and a
+ * SACK or ACK (MRC_RX_SACK) carry their fields; anything else (MRC_RX_OTHER: other
+ * control packets, malformed or cut datagrams) only its kind, the rest zero, and the
+ * endpoint decodes it one at a time, which names what is wrong. */
+struct mrc_rx_data {
+    uint64_t flags;
+    uint64_t psn;
+    uint64_t msn;
+    uint64_t msg_offset;
+    uint64_t msg_len;
+    uint64_t ts;
+    uint64_t payload_off;    /* the payload is buf[payload_off : payload_off + payload_len] */
+    uint64_t payload_len;
+    uint64_t ev;             /* source port << 16 | low 16 bits of the flow label */
+    uint64_t ce;             /* 1 when the ECN field says Congestion Experienced */
+};
+
+struct mrc_rx_sack {
+    uint64_t flags;
+    uint64_t cum_psn;
+    uint64_t sack_base;
+    uint64_t bitmap;
+    uint64_t ev;             /* the EV it reflects */
+    uint64_t ts;
+    uint64_t rwnd;
+    uint64_t unused[3];
+};
+
 struct mrc_rx_rec {
     int8_t kind;
-    uint8_t flags;
-    uint8_t ce;              /* 1 when the ECN field says Congestion Experienced */
-    uint8_t pad;
+    uint8_t pad[3];
     uint32_t dst_conn;
-    uint64_t ts;
-    uint64_t bitmap;         /* SACK */
-    uint32_t ev;             /* data: source port << 16 | low 16 bits of the flow label */
-    uint32_t psn;
-    uint32_t msn;
-    uint32_t msg_offset;
-    uint32_t msg_len;
-    uint32_t payload_off;    /* the payload is buf[payload_off : payload_off + payload_len] */
-    uint32_t payload_len;
     uint8_t src[16];
+    union {
+        struct mrc_rx_data data;
+        struct mrc_rx_sack sack;
+    } body;
 };
 
 #define MRC_RX_OTHER 0

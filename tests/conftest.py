@@ -1,5 +1,7 @@
 """Suite-wide hooks. With MRC_REQUIRE_LAB=1 (CI), a `lab` test that would skip (not root,
-no network namespaces) FAILS instead, so a green run proves the lab tests really ran."""
+no network namespaces) FAILS instead, so a green run proves the lab tests really ran. When
+the compiled protocol core runs, the session refuses to start if it was built from other
+sources than those under test."""
 
 from __future__ import annotations
 
@@ -8,7 +10,19 @@ from collections.abc import Generator
 
 import pytest
 
+from mrc_transport import backend
+
 REQUIRE_LAB_ENV = "MRC_REQUIRE_LAB"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # once per session, not on every import: it reads every compiled source
+    stale = backend.stale_sources() if backend.COMPILED_CORE else []
+    if stale:
+        raise pytest.UsageError(
+            f"the compiled protocol core is older than {', '.join(stale)}: `make core` "
+            "rebuilds it (MRC_PUREPYTHON=1 tests the source as it is)"
+        )
 
 
 def lab_required() -> bool:

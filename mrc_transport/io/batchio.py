@@ -15,14 +15,16 @@ csrc/mrc_fast.c, the pure-Python twin with a loop of ``sendto``/``recv_into``):
 * A datagram larger than its slot is cut to ``slot_size`` bytes, like ``recv(2)``; size the
   slots to the MTU and the decoder rejects what is left of a cut packet.
 
-What the endpoint uses per packet (csrc/mrc_io.c, the same contract): ``BurstReceiver``
+What the endpoint uses per packet (csrc/mrc_io.c, the same contract): a ``BurstReceiver``
 receives a burst into reusable slots with each datagram's path information (IPV6_PKTINFO,
-IPV6_TCLASS, IPV6_FLOWINFO, source) as one fixed-size record, ``send_raw6`` sends complete
-IPv6 packets each to its own header's destination, and ``BurstEncoder`` encodes a transmit
-burst straight into one reusable buffer for it.
+IPV6_TCLASS, IPV6_FLOWINFO, source) and has it decoded into records (wire/burst.py),
+``send_raw6`` sends complete IPv6 packets each to its own header's destination, and a
+``BurstEncoder`` encodes a transmit burst straight into one reusable buffer for it. Each
+is a ``typing.Protocol`` with two independent implementations, ``Py...`` and ``C...``;
+``burst_receiver`` and ``burst_encoder`` make the backend's.
 
-``MRC_PUREPYTHON=1`` selects the Python twin, as for the codecs (mrc_transport/wire), and
-so does a missing C extension. ``BACKEND`` says which one is in use.
+The backend is mrc_transport/backend.py's choice, as for the codecs (mrc_transport/wire);
+``BACKEND`` says which one is in use: "c" or "python".
 """
 
 from __future__ import annotations
@@ -32,19 +34,22 @@ import itertools
 import operator
 import os
 import socket
-import struct
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from mrc_transport import switched_on, wire
+from mrc_transport import backend, wire
 from mrc_transport.io.sockets import ANC_SIZE, parse_cmsgs
-from mrc_transport.protocol.endpoint import RX_DATA as RX_DATA  # the kinds of RxRec
-from mrc_transport.protocol.endpoint import RX_OTHER as RX_OTHER
-from mrc_transport.protocol.endpoint import RX_SACK as RX_SACK
-from mrc_transport.protocol.endpoint import RxRec as RxRec
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun
-from mrc_transport.wire.frames import DataHeader, Ecn, Header, PathHeader, SackHeader
+from mrc_transport.wire.burst import BurstDecoder, CBurstDecoder, PyBurstDecoder
+from mrc_transport.wire.frames import DataHeader, Header, PathHeader, SackHeader
+from mrc_transport.wire.records import RxMeta, RxRec
+
+if backend.FASTPATH:
+    from mrc_transport._fastpath import ffi as _ffi
+    from mrc_transport._fastpath import lib as _lib
+
+BACKEND = "c" if backend.FASTPATH else "python"
 
 Buffer = bytes | bytearray | memoryview
 Destination = tuple[bytes, int]
@@ -57,37 +62,88 @@ ReceivedFrom = tuple[int, int, bytes, int]
 SOCKADDR_IN6_LEN = 28  # struct sockaddr_in6 on Linux
 MAX_PACKET = 40 + 0xFFFF  # IPv6 header + the largest payload without jumbograms (RFC 2675)
 IPV6_DST = slice(24, 40)  # destination address in a fixed IPv6 header (RFC 8200 section 3)
-RX_META = struct.Struct("=IBBHI16s16s")
-"""struct mrc_rx_meta (csrc/mrc_fast.h): length, truncated, tclass, sport, flow label,
-source, destination."""
 Item = tuple[PathHeader, Header, bytes | memoryview]
 """One packet for a burst encoder: its path, its header, its payload."""
-RxMeta = tuple[int, int, int, int, int, bytes, bytes]
-"""(length, truncated, traffic class, source port, flow label, 16-byte source, 16-byte
-destination) of one datagram, as ``RX_META`` unpacks it."""
 EV_TEMPLATES = 4096
 """EV templates a ``CBurstEncoder`` keeps before it starts over (a few per connection;
 as many as its C table has slots, csrc/mrc_fast.h MRC_TMPL_SLOTS)."""
-RX_REC = struct.Struct("=bBBxIQQIIIIIII16s4x")
-"""struct mrc_rx_rec (csrc/mrc_fast.h): one received datagram, decoded."""
-OTHER_REC: RxRec = (RX_OTHER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bytes(16))
-"""A record of kind ``RX_OTHER``: its datagram is decoded one at a time."""
 
 
-def _load() -> tuple[Any, Any]:
-    """The extension's (ffi, lib), or (None, None) when switched off or not built."""
-    if switched_on("MRC_PUREPYTHON"):  # as mrc_transport.wire
-        return None, None
-    try:
-        from mrc_transport._fastpath import ffi, lib
-    except ImportError:
-        return None, None
-    return ffi, lib
+class BurstReceiver(Protocol):
+    """Receives the datagrams waiting on a UDP socket, up to ``max_pkts`` per call:
+    datagram i into ``view[i * slot_size:]``, with the path information of its IPv6
+    header from the control messages ``sockets.open_rx`` asks for (``RxMeta``). The slots
+    are reused by the next call: copy what must outlive it."""
+
+    max_pkts: int
+    slot_size: int
+    view: memoryview
+
+    def recv(self, sock: socket.socket) -> list[RxMeta]:
+        """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
+        ...
+
+    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+        """``recv`` with each datagram decoded: one record per datagram, slot order
+        (wire/records.py). A data packet's or SACK's record carries its fields, a data
+        payload where it is in ``view``; anything else is only ``RX_OTHER``, for the
+        caller to decode with ``meta(i)``, which names what is wrong with a bad one (the
+        data path's cost is per packet, the rest is rare)."""
+        ...
+
+    def records(self, metas: Sequence[RxMeta]) -> list[RxRec]:
+        """The records of the datagrams in the slots, datagram i described by metas[i]
+        (what ``recv`` returned for them)."""
+        ...
+
+    def meta(self, i: int) -> RxMeta:
+        """The ``RxMeta`` of datagram i of the last burst decoded."""
+        ...
 
 
-_ffi, _lib = _load()
+class BurstEncoder(Protocol):
+    """The packets of one transmit burst, encoded back to back into one reusable buffer
+    and sent with one call (``send_raw6``: each to its own first hop).
 
-BACKEND = "python" if _lib is None else "c"
+    Usage per burst: ``clear()``, ``add(path, header, payload)`` per packet (raises
+    ValueError/TypeError as ``wire.encode`` does), ``send(sock, start)`` until all went
+    out; ``packet(i)`` copies one out (a backlog must outlive the buffer)."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every packet added since ``clear``."""
+        ...
+
+    def clear(self) -> None: ...
+
+    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
+        """Encode one packet after the others; its length."""
+        ...
+
+    def add_many(self, items: Iterable[Item]) -> None:
+        """``add`` of each item in order; raises at the first item ``add`` would refuse,
+        the ones before it added."""
+        ...
+
+    def add_run(self, run: DataRun, path_of: Callable[[Ev], PathHeader]) -> None:
+        """``add`` of each packet of ``run`` (sender.py ``DataRun``), packet i on
+        ``path_of(run.evs[i])``, which must be the same for an EV every time (the C
+        encoder keeps each EV's template). Raises at the first packet ``add`` would
+        refuse, the ones before it added."""
+        ...
+
+    def packet(self, i: int) -> bytes:
+        """A copy of packet ``i``."""
+        ...
+
+    def send(self, sock: socket.socket, start: int = 0) -> int:
+        """``send_raw6`` of packets ``start:``; how many went out."""
+        ...
+
+
+# ------------------------------------------------------------------ helpers of both
 
 
 def _check_batch(buf: Buffer, offsets: Sequence[int], addrs: Sequence[Destination] | None) -> int:
@@ -216,26 +272,35 @@ def py_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> in
     return _sendmmsg_like(count, one)
 
 
-class PyBurstReceiver:
-    """Receives the datagrams waiting on a UDP socket, up to ``max_pkts`` per call:
-    datagram i into ``view[i * slot_size:]``, with the path information of its IPv6
-    header from the control messages ``sockets.open_rx`` asks for (``RxMeta``).
+class _Slots:
+    """A receive buffer of ``max_pkts`` slots of ``slot_size`` bytes and the decoder of
+    what arrives in it (``records``, ``meta``): what both receivers are made of."""
 
-    The slots are reused by the next call: copy what must outlive it. The pure-Python
-    twin does one ``recvmsg_into`` per datagram; ``CBurstReceiver`` one ``recvmmsg`` per
-    64 and parses the control messages in C (csrc/mrc_io.c).
-    """
-
-    def __init__(self, max_pkts: int, slot_size: int) -> None:
+    def __init__(
+        self, max_pkts: int, slot_size: int, decoder: Callable[[bytearray, int, int], BurstDecoder]
+    ) -> None:
         if max_pkts <= 0 or slot_size <= 0:
             raise ValueError("max_pkts and slot_size must be > 0")
         self.max_pkts, self.slot_size = max_pkts, slot_size
         self.buf = bytearray(max_pkts * slot_size)
         self.view = memoryview(self.buf)
-        self._metas: list[RxMeta] = []
+        self.decoder = decoder(self.buf, max_pkts, slot_size)
+
+    def records(self, metas: Sequence[RxMeta]) -> list[RxRec]:
+        return self.decoder.records(metas)
+
+    def meta(self, i: int) -> RxMeta:
+        return self.decoder.meta(i)
+
+
+class PyBurstReceiver(_Slots):
+    """``BurstReceiver`` in Python: one ``recvmsg_into`` per datagram, its control
+    messages parsed in Python, the burst decoded by ``PyBurstDecoder``."""
+
+    def __init__(self, max_pkts: int, slot_size: int) -> None:
+        super().__init__(max_pkts, slot_size, PyBurstDecoder)
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
-        """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
         view, slot = self.view, self.slot_size
         out: list[RxMeta] = []
         for i in range(self.max_pkts):
@@ -256,72 +321,15 @@ class PyBurstReceiver:
         return out
 
     def recv_records(self, sock: socket.socket) -> list[RxRec]:
-        """``recv`` with each datagram decoded: one ``RxRec`` per datagram, slot order.
-        A data packet's record carries its fields and where its payload is in ``view``;
-        anything else is only ``RX_OTHER``, for the caller to decode with ``meta(i)``,
-        which names what is wrong with a bad one (the data path's cost is per packet,
-        the rest is rare)."""
         return self.records(self.recv(sock))
-
-    def records(self, metas: list[RxMeta]) -> list[RxRec]:
-        """The records of the datagrams in the slots, datagram i described by metas[i]
-        (what ``recv`` returned for them); ``meta(i)`` gives metas[i] back."""
-        self._metas = metas
-        slot = self.slot_size
-        return [self._record(i * slot, m) for i, m in enumerate(metas)]
-
-    def meta(self, i: int) -> RxMeta:
-        """The ``RxMeta`` of datagram i of the last ``recv_records`` burst."""
-        return self._metas[i]
-
-    def _record(self, off: int, meta: RxMeta) -> RxRec:
-        n, truncated, tclass, sport, flow, src, dst = meta
-        if truncated or n > self.slot_size:
-            return OTHER_REC
-        try:
-            packet = wire.decode_datagram_untrusted(
-                self.view[off : off + n], src=src, dst=dst, sport=sport, dport=0,
-                tclass=tclass, flow_label=flow,
-            )  # fmt: skip
-        except wire.BadPacket:
-            return OTHER_REC
-        size = len(packet.payload)
-        ce = int(packet.path.ecn == Ecn.CE)
-        return record_of(packet.header, packet.path.ev, ce, src, off + n - size, size)
-
-
-def record_of(h: Header, ev: int, ce: int, src: bytes, at: int, size: int) -> RxRec:
-    """The record of a packet with header ``h`` that arrived from ``src`` on EV ``ev``
-    (CE mark ``ce``), its payload ``size`` bytes at ``at`` of the burst's buffer: a data
-    packet's or a SACK's fields, else ``OTHER_REC``."""
-    if type(h) is SackHeader:
-        c = h.common
-        return (
-            RX_SACK, int(c.flags), ce, c.dst_conn, h.ts, h.bitmap, h.ev, h.cum_psn,
-            h.sack_base, 0, h.rwnd, 0, 0, src,
-        )  # fmt: skip
-    if type(h) is not DataHeader:
-        return OTHER_REC
-    c = h.common
-    return (
-        RX_DATA, int(c.flags), ce, c.dst_conn, h.ts, 0, ev, h.psn, h.msn, h.msg_offset,
-        h.msg_len, at, size, src,
-    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ one burst, one buffer
 
 
-class PyBurstEncoder:
-    """The packets of one transmit burst, encoded back to back into one reusable buffer
-    and sent with one call (``send_raw6``: each to its own first hop).
-
-    Usage per burst: ``clear()``, ``add(path, header, payload)`` per packet (raises
-    ValueError/TypeError as ``wire.encode`` does), ``send(sock, start)`` until all went
-    out; ``packet(i)`` copies one out (a backlog must outlive the buffer). The pure-Python
-    twin encodes each packet with ``wire.encode`` and copies it in; ``CBurstEncoder``
-    has the C codec write straight into the buffer (no per-packet bytes object, no join).
-    """
+class _EncodeBuffer:
+    """One reusable buffer of up to ``max_pkts`` packets of ``max_len`` bytes, back to
+    back, and their offsets: what both encoders are made of."""
 
     def __init__(self, max_pkts: int, max_len: int = MAX_PACKET) -> None:
         if max_pkts <= 0 or max_len < IPV6_DST.stop:
@@ -338,19 +346,35 @@ class PyBurstEncoder:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every packet added since ``clear``."""
         return self.offsets[-1]
 
     def clear(self) -> None:
         self.offsets = [0]
 
+    def packet(self, i: int) -> bytes:
+        return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
+
+    def send(self, sock: socket.socket, start: int = 0) -> int:
+        # the backend's send_raw6, looked up per call (the endpoint's tests replace it)
+        return send_raw6(sock, self.view, self.offsets[start:])
+
+    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
+        raise NotImplementedError
+
+    def add_many(self, items: Iterable[Item]) -> None:
+        # a sender's new data comes as DataRuns, which add_run encodes in one call;
+        # items are its control packets and resends
+        for path, header, payload in items:
+            self.add(path, header, payload)
+
     def _room(self) -> int:
+        """Where the next packet goes; ValueError when the burst is full."""
         if len(self.offsets) > self.max_pkts:
             raise ValueError(f"the burst holds at most {self.max_pkts} packets")
         return self.offsets[-1]
 
-    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
-        """Encode one packet after the others; its length."""
+    def _add_encoded(self, path: PathHeader, header: Header, payload: bytes | memoryview) -> int:
+        """``add`` through ``wire.encode`` and a copy into the buffer."""
         off = self._room()
         pkt = wire.encode(path, header, payload)
         n = len(pkt)
@@ -360,35 +384,23 @@ class PyBurstEncoder:
         self.offsets.append(off + n)
         return n
 
-    def add_many(self, items: Iterable[Item]) -> None:
-        """``add`` of each item in order; raises at the first item ``add`` would refuse,
-        the ones before it added. (A sender's new data comes as ``DataRun``s, which
-        ``add_run`` encodes in one call; items are its control packets and resends.)"""
-        for path, header, payload in items:
-            self.add(path, header, payload)
+
+class PyBurstEncoder(_EncodeBuffer):
+    """``BurstEncoder`` in Python: each packet encoded by ``wire.encode`` and copied in."""
+
+    def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
+        return self._add_encoded(path, header, payload)
 
     def add_run(self, run: DataRun, path_of: Callable[[Ev], PathHeader]) -> None:
-        """``add`` of each packet of ``run`` (sender.py ``DataRun``), packet i on
-        ``path_of(run.evs[i])``, which must be the same for an EV every time: the C
-        encoder keeps each EV's template and takes the whole run in one call. Raises at
-        the first packet ``add`` would refuse, the ones before it added."""
         for i, ev in enumerate(run.evs):
             self.add(path_of(ev), run.header(i), run.payload(i))
-
-    def packet(self, i: int) -> bytes:
-        """A copy of packet ``i``."""
-        return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
-
-    def send(self, sock: socket.socket, start: int = 0) -> int:
-        """``send_raw6`` (the backend's) of packets ``start:``; how many went out."""
-        return send_raw6(sock, self.view, self.offsets[start:])
 
 
 # ------------------------------------------------------------------ C (sendmmsg/recvmmsg)
 
 
 def _require_c() -> None:
-    if _lib is None:
+    if not backend.FASTPATH:
         raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
 
 
@@ -495,70 +507,42 @@ def c_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> int
     return int(rc)
 
 
-class CBurstReceiver(PyBurstReceiver):
-    """``PyBurstReceiver`` with one ``recvmmsg`` per 64 datagrams; the records come back
-    as one C array that ``RX_META`` unpacks in one call (csrc/mrc_io.c)."""
+class CBurstReceiver(_Slots):
+    """``BurstReceiver`` in C: one ``recvmmsg`` per 64 datagrams with the control
+    messages parsed in C (csrc/mrc_io.c), straight into the C decoder's array of
+    ``RxMeta``; ``recv_records`` then decodes them in one more C call."""
+
+    decoder: CBurstDecoder
 
     def __init__(self, max_pkts: int, slot_size: int) -> None:
         _require_c()
-        super().__init__(max_pkts, slot_size)
-        if _ffi.sizeof("struct mrc_rx_meta") != RX_META.size:
-            raise RuntimeError("struct mrc_rx_meta and RX_META disagree")
-        self._meta = _ffi.new("struct mrc_rx_meta[]", max_pkts)
-        self._meta_view = memoryview(_ffi.buffer(self._meta))
-        self._c_buf = _ffi.from_buffer(self.buf, require_writable=True)
-        if _ffi.sizeof("struct mrc_rx_rec") != RX_REC.size:
-            raise RuntimeError("struct mrc_rx_rec and RX_REC disagree")
-        self._recs = _ffi.new("struct mrc_rx_rec[]", max_pkts)
-        self._rec_view = memoryview(_ffi.buffer(self._recs))
-        self._count = 0
+        super().__init__(max_pkts, slot_size, CBurstDecoder)
+
+    def _recv_meta(self, sock: socket.socket) -> int:
+        dec = self.decoder
+        rc = _lib.mrc_recv_meta(
+            sock.fileno(), dec.c_buf, self.slot_size, self.max_pkts, dec.c_metas, 0
+        )
+        if rc < 0:
+            _raise_errno(rc)
+        return int(rc)
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
-        rc = _lib.mrc_recv_meta(
-            sock.fileno(), self._c_buf, self.slot_size, self.max_pkts, self._meta, 0
-        )
-        if rc < 0:
-            _raise_errno(rc)
-        return list(RX_META.iter_unpack(self._meta_view[: rc * RX_META.size]))
+        return self.decoder.metas(self._recv_meta(sock))
 
     def recv_records(self, sock: socket.socket) -> list[RxRec]:
-        # one C call decodes the burst: per data packet, one tuple instead of the metadata
-        # tuple, a copy of the datagram, a header, a packet and a copy of the payload
-        rc = _lib.mrc_recv_meta(
-            sock.fileno(), self._c_buf, self.slot_size, self.max_pkts, self._meta, 0
-        )
-        if rc < 0:
-            _raise_errno(rc)
-        return self._decode(rc)
-
-    def records(self, metas: list[RxMeta]) -> list[RxRec]:
-        if len(metas) > self.max_pkts:
-            raise ValueError(f"{len(metas)} records for {self.max_pkts} slots")
-        for i, meta in enumerate(metas):
-            RX_META.pack_into(self._meta_view, i * RX_META.size, *meta)
-        return self._decode(len(metas))
-
-    def _decode(self, count: int) -> list[RxRec]:
-        self._count = _lib.mrc_decode_rx_burst(
-            self._c_buf, self.slot_size, self._meta, count, self._recs
-        )
-        return list(RX_REC.iter_unpack(self._rec_view[: count * RX_REC.size]))
-
-    def meta(self, i: int) -> RxMeta:
-        if not 0 <= i < self._count:
-            raise IndexError(f"datagram {i} of a burst of {self._count}")
-        return RX_META.unpack_from(self._meta_view, i * RX_META.size)
+        # per data packet, one tuple instead of the metadata tuple, a copy of the
+        # datagram, a header, a packet and a copy of the payload
+        return self.decoder.decode(self._recv_meta(sock))
 
 
-class CBurstEncoder(PyBurstEncoder):
-    """``PyBurstEncoder`` with data and SACK packets (the per-packet traffic) written by
-    the C codec straight into the buffer, the rest through ``wire.encode``; sent with
-    ``c_send_raw6``. Needs the C codec (``wire.BACKEND == "c"``)."""
+class CBurstEncoder(_EncodeBuffer):
+    """``BurstEncoder`` in C: data and SACK packets (the per-packet traffic) written by
+    the C codec straight into the buffer (no per-packet bytes object, no join), a run of
+    data packets in one call, the rest through ``wire.encode``."""
 
     def __init__(self, max_pkts: int, max_len: int = MAX_PACKET) -> None:
         _require_c()
-        if wire.BACKEND != "c":
-            raise RuntimeError("the C codec is not loaded")
         super().__init__(max_pkts, max_len)
         self._c_buf = _ffi.from_buffer(self.buf, require_writable=True)
         from mrc_transport.wire import fast
@@ -574,7 +558,7 @@ class CBurstEncoder(PyBurstEncoder):
     def add(self, path: PathHeader, header: Header, payload: bytes | memoryview = b"") -> int:
         kind = type(header)
         if kind is not DataHeader and kind is not SackHeader:
-            return super().add(path, header, payload)
+            return self._add_encoded(path, header, payload)
         if payload and kind is SackHeader:
             raise ValueError("SackHeader carries no payload")
         off = self._room()
@@ -601,7 +585,7 @@ class CBurstEncoder(PyBurstEncoder):
         except (OverflowError, TypeError) as exc:  # cffi's range checks, as wire.encode
             raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None
         if n < 0:  # a wrong opcode, too long, or no room: wire.encode names the error
-            return super().add(path, header, payload)
+            return self._add_encoded(path, header, payload)
         self.offsets.append(off + n)
         return int(n)
 
@@ -642,12 +626,23 @@ class CBurstEncoder(PyBurstEncoder):
         _lib.mrc_tmpl_put(self._tcache, id(ev), template)
 
 
-BurstReceiver: type[PyBurstReceiver]
-BurstEncoder: type[PyBurstEncoder]
+def burst_receiver(max_pkts: int, slot_size: int) -> BurstReceiver:
+    """The backend's ``BurstReceiver``."""
+    if BACKEND == "c":
+        return CBurstReceiver(max_pkts, slot_size)
+    return PyBurstReceiver(max_pkts, slot_size)
+
+
+def burst_encoder(max_pkts: int, max_len: int = MAX_PACKET) -> BurstEncoder:
+    """The backend's ``BurstEncoder``."""
+    if BACKEND == "c":
+        return CBurstEncoder(max_pkts, max_len)
+    return PyBurstEncoder(max_pkts, max_len)
+
+
 if BACKEND == "c":
     send_batch, recv_batch, recv_batch_from = c_send_batch, c_recv_batch, c_recv_batch_from
-    send_raw6, BurstReceiver = c_send_raw6, CBurstReceiver
-    BurstEncoder = CBurstEncoder if wire.BACKEND == "c" else PyBurstEncoder
+    send_raw6 = c_send_raw6
 else:
     send_batch, recv_batch, recv_batch_from = py_send_batch, py_recv_batch, py_recv_batch_from
-    send_raw6, BurstReceiver, BurstEncoder = py_send_raw6, PyBurstReceiver, PyBurstEncoder
+    send_raw6 = py_send_raw6

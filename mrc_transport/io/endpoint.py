@@ -72,6 +72,7 @@ from mrc_transport.wire.frames import (
     MRC_UDP_PORT,
     PathHeader,
 )
+from mrc_transport.wire.records import RxRec
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
@@ -303,8 +304,8 @@ class MrcEndpoint:
         self._accept_send, self._accept_recv = trio.open_memory_channel[ConnHandle](math.inf)
         self._tx: socket.socket | None = None
         self._rx: socket.socket | None = None
-        self._rx_burst = batchio.BurstReceiver(RECV_BURST, rx_slot_size())
-        self._tx_burst: batchio.PyBurstEncoder | None = None  # made on the first burst
+        self._rx_burst = batchio.burst_receiver(RECV_BURST, rx_slot_size())
+        self._tx_burst: batchio.BurstEncoder | None = None  # made on the first burst
         self._trio_offset = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -424,7 +425,7 @@ class MrcEndpoint:
         )  # fmt: skip
         return len(recs)
 
-    def _receive_one(self, burst: batchio.PyBurstReceiver, i: int, now: float) -> None:
+    def _receive_one(self, burst: batchio.BurstReceiver, i: int, now: float) -> None:
         """Decode datagram i of the burst and hand it to the core, or count why not."""
         if burst.meta(i)[1]:  # truncated: larger than any MTU here, not a packet of ours
             self.bad["oversize"] += 1
@@ -582,7 +583,7 @@ class MrcEndpoint:
         """Encode and send at most TX_BURST packets; their bytes on the wire."""
         enc = self._tx_burst
         if enc is None:
-            enc = self._tx_burst = batchio.BurstEncoder(TX_BURST)
+            enc = self._tx_burst = batchio.burst_encoder(TX_BURST)
         enc.clear()
         for item in chunk:
             if isinstance(item, DataRun):
@@ -593,7 +594,7 @@ class MrcEndpoint:
         self._send_encoded(enc, chunk)
         return enc.nbytes
 
-    def _send_encoded(self, enc: batchio.PyBurstEncoder, chunk: list[Outgoing]) -> None:
+    def _send_encoded(self, enc: batchio.BurstEncoder, chunk: list[Outgoing]) -> None:
         """Send ``chunk`` (encoded in ``enc``) in order, straight from the buffer while no
         port has a backlog and the socket takes packets; the rest goes through ``_send``,
         which keeps each port's packets in order behind its backlog."""
@@ -703,7 +704,7 @@ class MrcEndpoint:
 
 def hand_over(
     core: Endpoint,
-    recs: list[batchio.RxRec],
+    recs: list[RxRec],
     view: memoryview,
     now: float,
     other: Callable[[int], None],
@@ -724,7 +725,7 @@ def hand_over(
             flush()
 
 
-def decode_one(burst: batchio.PyBurstReceiver, i: int, dport: int) -> frames.Packet:
+def decode_one(burst: batchio.BurstReceiver, i: int, dport: int) -> frames.Packet:
     """Datagram i of the last burst ``burst`` received, decoded with the untrusted decoder
     (raises BadPacket); what the burst decoder leaves to be decoded one at a time."""
     n, _, tclass, sport, flow, src, dst = burst.meta(i)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from mrc_transport import backend
+
+# before any module of the core is imported: its compiled build, when that runs, comes
+# first (mrc_transport/backend.py)
+__path__ = backend.extend_path(__path__, __name__)
+
 from . import sender as _sender
 from .config import Config
 from .connection import Connection, ConnState

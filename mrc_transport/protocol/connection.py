@@ -425,8 +425,6 @@ class Connection:
     def receive_data(
         self,
         src: bytes,
-        ev: int,
-        ce: bool,
         flags: int,
         psn32: int,
         msn32: int,
@@ -434,12 +432,15 @@ class Connection:
         msg_len: int,
         ts: int,
         payload: Payload,
+        ev: int,
+        ce: bool,
         now: float,
     ) -> None:
-        """``receive`` of a data packet given as its fields: its source address, EV and
-        CE mark as received, its header's flags and fields, its payload (copied, never
-        kept). What an endpoint calls for the bulk of its traffic, without a ``Packet``
-        and a ``DataHeader`` built per packet (Endpoint.receive_records)."""
+        """``receive`` of a data packet given as its fields: its source address, its
+        header's flags and fields, its payload (copied, never kept), the EV it arrived on
+        and its CE mark. What an endpoint calls for the bulk of its traffic, without a
+        ``Packet`` and a ``DataHeader`` built per packet (Endpoint.receive_records; the
+        fields in the order of a data record, wire/records.py)."""
         self._arrived(src)
         self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
 
@@ -461,7 +462,7 @@ class Connection:
             self.counters.wrong_state += 1
             return
         verdict = receiver.on_data(
-            psn32, flags, msn32, msg_offset, msg_len, ts, payload, ev, ce, now
+            flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now
         )
         if verdict is Verdict.SACK:
             self._queue_sack(now, ce)

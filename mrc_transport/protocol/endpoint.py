@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Final
 
 from mrc_transport.wire import frames
+from mrc_transport.wire.records import RX_DATA, RX_OTHER, RxRec
 from srv6.path import SrPath
 
 from . import events
@@ -23,17 +23,6 @@ from .connection import Connection
 from .counters import EndpointCounters
 from .segments import Outgoing, expand_runs
 from .transmit import Transmit
-
-RxRec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
-"""(kind, flags, ce, dst_conn, ts, bitmap, ev, psn, msn, msg_offset, msg_len, payload
-offset, payload length, 16-byte source) of one received datagram, as the IO layer's burst
-decoder gives it (io/batchio.py ``RX_REC``, struct mrc_rx_rec in csrc/mrc_fast.h): the
-fields of a data packet (kind ``RX_DATA``); of a SACK or ACK (``RX_SACK``) in the same
-slots, psn the cumulative PSN, msn the SACK base, msg_len the window and ev the EV it
-reflects; or only ``RX_OTHER`` for anything else."""
-RX_OTHER: Final = 0
-RX_DATA: Final = 1
-RX_SACK: Final = 2
 
 PathsFor = Callable[[frames.PathHeader], Sequence[SrPath]]
 """Given an arriving SETUP's path header (its source address), the paths back to that
@@ -109,19 +98,23 @@ class Endpoint:
         object per packet; stops at the first record of another kind and returns its
         index (``stop`` if none), for the caller to decode. One compiled loop: a call per
         packet from the IO layer's Python, with its 12 arguments, cost more than the
-        loop's work."""
+        loop's work. Each kind's record is unpacked in its layout (wire/records.py),
+        which lists the fields in the order the connection takes them."""
         for i in range(start, stop):
-            kind, flags, ce, dst, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
+            rec = recs[i]
+            kind = rec[0]
             if kind == RX_OTHER:
                 return i
-            conn = self._connection(dst)
+            conn = self._connection(rec[1])
             if conn is None:
                 continue
             if kind == RX_DATA:
+                _, _, src, flags, psn, msn, off, size, ts, at, n, ev, ce = rec
                 payload = view[at : at + n]
-                conn.receive_data(src, ev, ce == 1, flags, psn, msn, off, size, ts, payload, now)
-            else:  # RX_SACK: psn the cumulative PSN, msn the SACK base, size the window
-                conn.receive_sack(src, flags, psn, msn, bitmap, ev, ts, size, now)
+                conn.receive_data(src, flags, psn, msn, off, size, ts, payload, ev, ce == 1, now)
+            else:  # RX_SACK
+                _, _, src, flags, cum_psn, base, bitmap, ev, ts, rwnd, _, _, _ = rec
+                conn.receive_sack(src, flags, cum_psn, base, bitmap, ev, ts, rwnd, now)
         return stop
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:

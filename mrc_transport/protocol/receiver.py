@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from mrc_transport.frozen import builder
+from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 
@@ -46,7 +46,9 @@ SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
 SPARE_BUFFERS: Final = 8  # recycled message buffers a receiver keeps (ours)
 Payload = bytes | bytearray | memoryview
 """A data packet's payload: copied into its message's buffer, never kept."""
-_new_sack_header: Final = builder(frames.SackHeader)  # one per SACK: without the frozen __init__
+_new_sack_header: Final = fast_constructor(
+    frames.SackHeader
+)  # one per SACK: without the frozen __init__
 
 
 class Verdict(enum.Enum):
@@ -130,8 +132,8 @@ class Receiver:
 
     def on_data(
         self,
+        flags: int,
         psn32: int,
-        bits: int,
         msn32: int,
         msg_offset: int,
         msg_len: int,
@@ -141,14 +143,15 @@ class Receiver:
         ce: bool,
         now: float,
     ) -> Verdict:
-        """Place one data packet, given as its header's fields (``bits``: its flags as an
-        int) and payload, which is copied to its place; say whether to SACK now. Fields,
-        not a ``DataHeader``: the endpoint reads them out of a receive burst without
-        building one per packet (batchio ``recv_records``)."""
+        """Place one data packet, given as its header's fields (``flags`` as an int), its
+        payload, which is copied to its place, the EV it arrived on and its CE mark; say
+        whether to SACK now. Fields, not a ``DataHeader``: the endpoint reads them out of
+        a receive burst without building one per packet, in the order of a data record
+        (wire/records.py)."""
         psn = expand(psn32, self.cum)
         if psn < self.cum or psn in self.ooo:
             self.counters.dup_packets += 1
-            self._note(ev, ts, bits)
+            self._note(ev, ts, flags)
             return Verdict.SACK
         if psn >= self.cum + self.cfg.reorder_window:
             self.counters.psn_out_of_window += 1
@@ -172,8 +175,8 @@ class Receiver:
         if not msg.missing:
             self._complete(expand(msn32, self.next_msn), msg, now)
         self._since_sack += n
-        self._note(ev, ts, bits)
-        if ce or gap or bits & ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
+        self._note(ev, ts, flags)
+        if ce or gap or flags & ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
             return Verdict.SACK
         if self.ack_deadline == math.inf:
             self.ack_deadline = now + self.cfg.ack_delay

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mrc_transport.frozen import builder
+from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import DataHeader, Opcode
 
@@ -41,7 +41,7 @@ _WRITE_ONLY: Final = Opcode.WRITE_ONLY
 _WRITE_FIRST: Final = Opcode.WRITE_FIRST
 _WRITE_MIDDLE: Final = Opcode.WRITE_MIDDLE
 _WRITE_LAST: Final = Opcode.WRITE_LAST
-_new_data_header: Final = builder(DataHeader)
+_new_data_header: Final = fast_constructor(DataHeader)
 """One data header per packet, built without the frozen ``__init__``."""
 _new_transmit: Final = new_transmit
 

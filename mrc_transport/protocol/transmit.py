@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mrc_transport.frozen import builder
+from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire.frames import Header
 from srv6.path import SrPath
 
@@ -25,6 +25,6 @@ class Transmit:
     """DSCP of the traffic class (data or control)."""
 
 
-new_transmit = builder(Transmit)
+new_transmit = fast_constructor(Transmit)
 """``Transmit(...)`` for per-packet paths: the same object without the frozen ``__init__``
 (mrc_transport/frozen.py)."""

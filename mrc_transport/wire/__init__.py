@@ -1,8 +1,8 @@
 """MRC wire layer: frames, and a codec backend chosen once at import (msgpack-style).
 
-``MRC_PUREPYTHON=1`` forces the pure-Python reference (``codec``); otherwise the C fast path
-(``fast``, a cffi wrapper defining the same three functions) is used when it imports, and
-the reference silently otherwise. ``BACKEND`` says which one is live: "c" or "python".
+The C fast path (``fast``, a cffi wrapper defining the reference's functions) when
+mrc_transport/backend.py selects it, else the pure-Python reference (``codec``).
+``BACKEND`` says which one is live: "c" or "python".
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from mrc_transport import switched_on
+from mrc_transport import backend
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
@@ -46,18 +46,11 @@ from mrc_transport.wire.frames import (
     SetupHeader,
 )
 
+_impl: ModuleType = codec
+if backend.FASTPATH:
+    _impl = importlib.import_module("mrc_transport.wire.fast")
 
-def _select_backend() -> tuple[str, ModuleType]:
-    if switched_on("MRC_PUREPYTHON"):
-        return "python", codec
-    try:
-        fast = importlib.import_module("mrc_transport.wire.fast")
-    except ImportError:
-        return "python", codec
-    return "c", fast
-
-
-BACKEND, _impl = _select_backend()
+BACKEND = "c" if backend.FASTPATH else "python"
 """Which codec is live: "c" or "python"."""
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ part short:
 * a per-path template (IPv6 [+ SRH] + UDP header, built by C once per ``PathHeader``);
 * received ``PathHeader`` and ``Common`` objects are interned by their wire bytes: frozen
   dataclasses, so sharing them is safe, and a connection sees few distinct ones;
-* headers and packets are built as a plain twin class with the same slots, then given
-  their frame class by ``__class__`` assignment (``mrc_transport.frozen``): the same
-  objects a frozen dataclass's ``__init__`` builds, minus its per-field
+* headers and packets are built as a plain class with the same slots, then given their
+  frame class by ``__class__`` assignment (``mrc_transport.frozen.slot_alike_class``): the
+  same objects a frozen dataclass's ``__init__`` builds, minus its per-field
   ``object.__setattr__`` calls.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mrc_transport._fastpath import ffi, lib
-from mrc_transport.frozen import twin
+from mrc_transport.frozen import slot_alike_class
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
@@ -137,8 +137,8 @@ def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
     (layout ``body``, fields in dataclass order) starts at buf[off]; the payload follows."""
     names = [field.name for field in dataclasses.fields(cls)][1:]
     convert = {"reason": _NACK_REASONS} if cls is NackHeader else {}
-    header_twin, packet_twin = twin(cls), twin(Packet)
-    if header_twin is None or packet_twin is None:  # frames changed shape: the plain way
+    header_alike, packet_alike = slot_alike_class(cls), slot_alike_class(Packet)
+    if header_alike is None or packet_alike is None:  # frames changed shape: the plain way
 
         def plain(path: PathHeader, common: Common, buf: bytes, off: int) -> Packet:
             values = dict(zip(names, body.unpack_from(buf, off), strict=True))
@@ -149,17 +149,17 @@ def _body_decoder(cls: type[Any], body: struct.Struct) -> Callable[..., Packet]:
         return plain
     env: dict[str, Any] = {
         "_unpack": body.unpack_from, "_cls": cls, "_Packet": Packet,
-        "_HeaderTwin": header_twin, "_PacketTwin": packet_twin,
+        "_HeaderAlike": header_alike, "_PacketAlike": packet_alike,
         **{f"_{name}s": table for name, table in convert.items()},
     }  # fmt: skip
     lines = [
         "def decode(path, common, buf, off):",
-        "    h = _HeaderTwin()",
+        "    h = _HeaderAlike()",
         "    h.common = common",
         f"    {', '.join(f'h.{name}' for name in names)}, = _unpack(buf, off)",
         *(f"    h.{name} = _{name}s[h.{name}]" for name in convert),
         "    h.__class__ = _cls",
-        "    p = _PacketTwin()",
+        "    p = _PacketAlike()",
         "    p.path = path",
         "    p.header = h",
         # C rejected trailing bytes after a control header (MRC_E_TRAILING)

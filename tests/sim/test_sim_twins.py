@@ -1,10 +1,10 @@
 """The compiled protocol core and its source are twins: the same seeded run over a terrible
 network, event for event and counter for counter (csrc/build_core.py compiles exactly the
-source; mypyc's ints and floats must behave as CPython's for this to hold)."""
+source; mypyc's ints and floats must behave as CPython's for this to hold). The native
+build runs against the pure-Python reference (MRC_PUREPYTHON=1), each in a child."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -13,8 +13,10 @@ import sys
 
 import pytest
 
+from mrc_transport import backend
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CORE_BUILT = importlib.util.find_spec("mrc_transport._core__mypyc") is not None
+CORE_BUILT = backend.core_missing() is None
 
 # Run in a child process, so each side imports the core its environment asks for.
 TRACE = """
@@ -52,10 +54,11 @@ print(json.dumps({
 """
 
 
-def trace(core_from_source: bool) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MRC_PUREPYTHON", "MRC_CORE_SOURCE")}
-    if core_from_source:
-        env["MRC_CORE_SOURCE"] = "1"
+def trace(reference: bool) -> dict[str, object]:
+    """The run's trace by the pure-Python reference, or by the build as installed."""
+    env = {k: v for k, v in os.environ.items() if k != "MRC_PUREPYTHON"}
+    if reference:
+        env["MRC_PUREPYTHON"] = "1"
     out = subprocess.run(
         [sys.executable, "-c", TRACE], cwd=ROOT, env=env, capture_output=True, text=True
     )
@@ -66,7 +69,7 @@ def trace(core_from_source: bool) -> dict[str, object]:
 
 def test_compiled_core_and_source_agree_event_for_event() -> None:
     if not CORE_BUILT:
-        if os.environ.get("MRC_EXPECT_FASTPATH") == "1":
+        if backend.MODE == "native":
             pytest.fail("the compiled core is not built (make core)")
         pytest.skip("the compiled core is not built (make core)")
     compiled, source = trace(False), trace(True)

@@ -183,5 +183,5 @@ def test_bad_arguments_are_rejected(send: SendFn) -> None:
 def test_backend_follows_the_switch() -> None:
     if os.environ.get("MRC_PUREPYTHON") == "1":
         assert batchio.BACKEND == "python"
-    if os.environ.get("MRC_EXPECT_FASTPATH") == "1":
+    if os.environ.get("MRC_PUREPYTHON") == "0":
         assert batchio.BACKEND == "c"

@@ -1,12 +1,14 @@
-"""The receive burst decoder (``BurstReceiver.records`` / ``recv_records``): a data packet's
-fields and payload read out in place, anything else left for the one-at-a-time decoder;
-the C decoder (csrc/mrc_fast.c ``mrc_decode_rx_burst``) against its Python twin."""
+"""The receive burst decoder (``BurstReceiver.records`` / ``recv_records``, wire/burst.py):
+a data packet's fields and payload read out in place, anything else left for the
+one-at-a-time decoder; the C decoder (csrc/mrc_fast.c ``mrc_decode_rx_burst``) against its
+Python twin, and struct mrc_rx_rec against the layouts of wire/records.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import select
 import socket
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -24,13 +26,28 @@ from mrc_transport.wire.frames import (
     ProbeHeader,
     SackHeader,
 )
+from mrc_transport.wire.records import (
+    OTHER_REC,
+    RX_DATA,
+    RX_OTHER,
+    RX_REC,
+    RX_SACK,
+    DataField,
+    RxMeta,
+    RxRec,
+    SackField,
+)
 
 SLOT = 1024
 SRC = bytes(range(16))
 DST = bytes(range(16, 32))
-RECEIVERS: list[type[batchio.PyBurstReceiver]] = [batchio.PyBurstReceiver]
+RECEIVERS: list[Callable[[int, int], batchio.BurstReceiver]] = [batchio.PyBurstReceiver]
 if batchio.BACKEND == "c":
     RECEIVERS.append(batchio.CBurstReceiver)
+
+
+def _name(make: Callable[..., object]) -> str:
+    return getattr(make, "__name__", repr(make))
 
 
 def _mrc(header: DataHeader | ProbeHeader, payload: bytes = b"") -> bytes:
@@ -49,19 +66,25 @@ SACK = SackHeader(
 
 
 def _burst(
-    receiver: batchio.PyBurstReceiver, datagrams: list[bytes], metas: list[batchio.RxMeta]
-) -> list[batchio.RxRec]:
+    receiver: batchio.BurstReceiver, datagrams: list[bytes], metas: list[RxMeta]
+) -> list[RxRec]:
     for i, d in enumerate(datagrams):
         receiver.view[i * SLOT : i * SLOT + len(d)] = d
     return receiver.records(metas)
 
 
-def _meta(n: int, tclass: int = 2, truncated: int = 0) -> batchio.RxMeta:
+def _meta(n: int, tclass: int = 2, truncated: int = 0) -> RxMeta:
     return (n, truncated, tclass, 0x8001, 0xABCDE, SRC, DST)
 
 
-@pytest.mark.parametrize("make", RECEIVERS, ids=lambda c: c.__name__)
-def test_records_read_data_packets_and_leave_the_rest(make: type[batchio.PyBurstReceiver]) -> None:
+def _fields(rec: RxRec, layout: type[DataField] | type[SackField]) -> dict[str, object]:
+    return {field.name.lower(): rec[field] for field in layout}
+
+
+@pytest.mark.parametrize("make", RECEIVERS, ids=_name)
+def test_records_read_data_packets_and_leave_the_rest(
+    make: Callable[[int, int], batchio.BurstReceiver],
+) -> None:
     data = _mrc(DATA, BODY)
     probe = _mrc(ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 1, 2), 1, 0, 0))
     sack = _mrc(SACK)
@@ -81,25 +104,37 @@ def test_records_read_data_packets_and_leave_the_rest(make: type[batchio.PyBurst
     ]
     receiver = make(16, SLOT)
     recs = _burst(receiver, datagrams, metas)
-    kinds = [r[0] for r in recs]
-    assert kinds == [batchio.RX_DATA] * 2 + [batchio.RX_SACK] * 2 + [batchio.RX_OTHER] * 5
+    kinds = [r[DataField.KIND] for r in recs]
+    assert kinds == [RX_DATA] * 2 + [RX_SACK] * 2 + [RX_OTHER] * 5
     for i, ce in ((0, 0), (1, 1)):
-        _, flags, got_ce, conn, ts, bitmap, ev, psn, msn, off, size, at, n, src = recs[i]
-        assert (flags, got_ce, conn, ts, bitmap) == (int(DATA.common.flags), ce, 0x01020304, 123, 0)
-        assert (ev, psn, msn, off, size, src) == (0x8001 << 16 | 0xBCDE, 77, 5, 300, 900, SRC)
+        data = _fields(recs[i], DataField)
+        at, n = data.pop("payload_off"), data.pop("payload_len")
+        assert data == {
+            "kind": RX_DATA, "dst_conn": 0x01020304, "src": SRC,
+            "flags": int(DATA.common.flags), "psn": 77, "msn": 5, "msg_offset": 300,
+            "msg_len": 900, "ts": 123, "ev": 0x8001 << 16 | 0xBCDE, "ce": ce,
+        }  # fmt: skip
+        assert isinstance(at, int)
+        assert isinstance(n, int)
         assert bytes(receiver.view[at : at + n]) == BODY
-    # a SACK's fields in the same slots: cumulative PSN, base, window, the EV it reflects
-    assert recs[2] == (
-        batchio.RX_SACK, int(Flags.TS | Flags.ECN_ECHO), 0, 5, 999, 0b1011, 0xABCDE, 100, 90,
-        0, 1 << 20, 0, 0, SRC,
+    # a SACK's fields in its own layout: cumulative PSN, base, window, the EV it reflects
+    assert _fields(recs[2], SackField) == {
+        "kind": RX_SACK, "dst_conn": 5, "src": SRC, "flags": int(Flags.TS | Flags.ECN_ECHO),
+        "cum_psn": 100, "sack_base": 90, "bitmap": 0b1011, "ev": 0xABCDE, "ts": 999,
+        "rwnd": 1 << 20,
+    }  # fmt: skip
+    assert recs[2][len(SackField) :] == (0, 0, 0)
+    ack = _fields(recs[3], SackField)
+    assert (ack["kind"], ack["flags"], ack["dst_conn"], ack["ts"], ack["bitmap"]) == (
+        RX_SACK, 0, 5, 999, 0,
     )  # fmt: skip
-    assert recs[3][:8] == (batchio.RX_SACK, 0, 0, 5, 999, 0, 0xABCDE, 100)
-    assert recs[4] == batchio.OTHER_REC
+    assert (ack["ev"], ack["cum_psn"]) == (0xABCDE, 100)
+    assert recs[4] == OTHER_REC
     assert [receiver.meta(i) for i in range(len(metas))] == metas
 
 
-@pytest.mark.parametrize("make", RECEIVERS, ids=lambda c: c.__name__)
-def test_recv_records_through_a_socket(make: type[batchio.PyBurstReceiver]) -> None:
+@pytest.mark.parametrize("make", RECEIVERS, ids=_name)
+def test_recv_records_through_a_socket(make: Callable[[int, int], batchio.BurstReceiver]) -> None:
     rx = open_rx(0, "::1")
     tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     try:
@@ -108,14 +143,15 @@ def test_recv_records_through_a_socket(make: type[batchio.PyBurstReceiver]) -> N
         for d in sent:
             tx.sendto(d, rx.getsockname())
         receiver = make(8, SLOT)
-        recs: list[batchio.RxRec] = []
+        recs: list[RxRec] = []
         while len(recs) < len(sent):
             assert select.select([rx], [], [], 2.0)[0], f"only {len(recs)} arrived"
             got = receiver.recv_records(rx)
             recs += got
-            assert all(bytes(receiver.view[r[11] : r[11] + r[12]]) == BODY for r in got)
-        assert [r[7] for r in recs] == list(range(6))
-        assert {r[6] >> 16 for r in recs} == {tx.getsockname()[1]}
+            at, n = DataField.PAYLOAD_OFF, DataField.PAYLOAD_LEN
+            assert all(bytes(receiver.view[r[at] : r[at] + r[n]]) == BODY for r in got)
+        assert [r[DataField.PSN] for r in recs] == list(range(6))
+        assert {r[DataField.EV] >> 16 for r in recs} == {tx.getsockname()[1]}
         assert receiver.recv_records(rx) == []
     finally:
         rx.close()
@@ -146,7 +182,26 @@ def test_c_and_python_records_agree(
 
 
 def test_meta_refuses_a_datagram_beyond_the_burst() -> None:
-    receiver = batchio.BurstReceiver(4, SLOT)
+    receiver = batchio.burst_receiver(4, SLOT)
     _burst(receiver, [b"x"], [_meta(1)])
     with pytest.raises(IndexError):
         receiver.meta(1)
+
+
+@pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")
+def test_the_c_record_is_the_documented_layout() -> None:
+    """struct mrc_rx_rec, field by field, where RX_REC reads each slot of each layout."""
+    from mrc_transport._fastpath import ffi
+
+    assert ffi.sizeof("struct mrc_rx_rec") == RX_REC.size
+    where = [0]  # each slot's offset in RX_REC's format "=bxxxI16s10Q"
+    for size in (4, 4, 16, *[8] * 10):
+        where.append(where[-1] + size)
+    head = {"kind": (), "dst_conn": (), "src": ()}
+    for layout, body in ((DataField, "data"), (SackField, "sack")):
+        for field in layout:
+            name = field.name.lower()
+            path = head.get(name, ("body", body))
+            assert ffi.offsetof("struct mrc_rx_rec", *path, name) == where[field], name
+    assert ffi.offsetof("struct mrc_rx_rec", "body", "sack", "unused") == where[len(SackField)]
+    assert len(DataField) == len(RX_REC.unpack(bytes(RX_REC.size)))

@@ -8,7 +8,10 @@ backends to docs/protocol.md.
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from ipaddress import IPv6Address
@@ -33,7 +36,6 @@ from mrc_transport.wire import (
     ProbeHeader,
     SackHeader,
     SetupHeader,
-    codec,
     decode_untrusted,
     encode,
     encode_data_batch,
@@ -354,16 +356,27 @@ def test_encode_rejects_what_does_not_fit(path: PathHeader, header: Header, payl
         encode(path, header, payload)
 
 
-def test_backend_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mrc_transport.wire import _select_backend
+_BACKEND_OF = """
+import mrc_transport.wire as w
+from mrc_transport.wire import codec
+functions = ("encode", "decode_untrusted", "encode_data_batch")
+print(w.BACKEND, w._impl is codec, all(callable(getattr(w._impl, f)) for f in functions))
+"""
 
-    monkeypatch.setenv("MRC_PUREPYTHON", "1")
-    assert _select_backend() == ("python", codec)
-    monkeypatch.delenv("MRC_PUREPYTHON")
-    name, module = _select_backend()
-    assert (name, module is codec) in {("python", True), ("c", False)}
-    for function in ("encode", "decode_untrusted", "encode_data_batch"):
-        assert callable(getattr(module, function))
+
+@pytest.mark.parametrize("purepython", ["1", None])
+def test_backend_switch(purepython: str | None) -> None:
+    """The switch is read once, at import: each setting in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "MRC_PUREPYTHON"}
+    env.update({} if purepython is None else {"MRC_PUREPYTHON": purepython})
+    out = subprocess.run(
+        [sys.executable, "-c", _BACKEND_OF], env=env, capture_output=True, text=True, check=True
+    )
+    name, is_codec, callables = out.stdout.split()
+    if purepython == "1":
+        assert (name, is_codec) == ("python", "True")
+    assert (name, is_codec) in {("python", "True"), ("c", "False")}
+    assert callables == "True"
 
 
 def envelope(l4_body: bytes, srh: bytes = b"", *, sport: int = 0x8001) -> bytes:

@@ -1,46 +1,49 @@
-"""The check that keeps an edited protocol core from running its old compiled build."""
+"""The check that keeps an edited protocol core from being tested with its old compiled
+build (mrc_transport/backend.py ``stale_sources``, run by tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
+import hashlib
+import json
 import pathlib
 
-import mrc_transport
+from mrc_transport import backend
 
 
-def _tree(root: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
-    (root / "protocol").mkdir()
-    group = root / "_core__mypyc.cpython-311-x86_64-linux-gnu.so"
-    compiled = root / "protocol" / "sender.cpython-311-x86_64-linux-gnu.so"
-    source = root / "protocol" / "sender.py"
-    for path in (source, group, compiled):
-        path.write_bytes(b"")
-    os.utime(source, (1000, 1000))
-    for path in (group, compiled):
-        os.utime(path, (2000, 2000))
-    return group, compiled, source
+def _build(root: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A source tree under root/src and an installed build of it under root/build."""
+    source = root / "src" / "mrc_transport" / "protocol" / "sender.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("x = 1\n")
+    built = root / "build"
+    built.mkdir()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    (built / backend.MANIFEST).write_text(json.dumps({"mrc_transport/protocol/sender.py": digest}))
+    return built, source
 
 
-def test_a_build_newer_than_its_sources_is_current(tmp_path: pathlib.Path) -> None:
-    _tree(tmp_path)
-    assert not mrc_transport._compiled_core_is_stale(tmp_path)
+def test_a_build_of_the_current_sources_is_current(tmp_path: pathlib.Path) -> None:
+    built, _ = _build(tmp_path)
+    assert backend.stale_sources(built, tmp_path / "src") == []
 
 
 def test_an_edited_source_makes_the_build_stale(tmp_path: pathlib.Path) -> None:
-    _, _, source = _tree(tmp_path)
-    os.utime(source, (3000, 3000))
-    assert mrc_transport._compiled_core_is_stale(tmp_path)
+    built, source = _build(tmp_path)
+    source.write_text("x = 2\n")
+    assert backend.stale_sources(built, tmp_path / "src") == ["mrc_transport/protocol/sender.py"]
+
+
+def test_a_removed_source_makes_the_build_stale(tmp_path: pathlib.Path) -> None:
+    built, source = _build(tmp_path)
+    source.unlink()
+    assert backend.stale_sources(built, tmp_path / "src") == ["mrc_transport/protocol/sender.py"]
 
 
 def test_an_interpreted_module_edited_after_the_build_does_not(tmp_path: pathlib.Path) -> None:
-    _tree(tmp_path)
-    events = tmp_path / "protocol" / "events.py"  # not compiled: it runs from source anyway
-    events.write_bytes(b"")
-    os.utime(events, (3000, 3000))
-    assert not mrc_transport._compiled_core_is_stale(tmp_path)
+    built, source = _build(tmp_path)
+    (source.parent / "events.py").write_text("y = 1\n")  # not compiled: it runs from source
+    assert backend.stale_sources(built, tmp_path / "src") == []
 
 
 def test_no_build_is_never_stale(tmp_path: pathlib.Path) -> None:
-    (tmp_path / "protocol").mkdir()
-    (tmp_path / "protocol" / "sender.py").write_bytes(b"")
-    assert not mrc_transport._compiled_core_is_stale(tmp_path)
+    assert backend.stale_sources(tmp_path, tmp_path) == []

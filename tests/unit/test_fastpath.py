@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrc_transport.frozen import twin
+from mrc_transport.frozen import slot_alike_class
 from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
@@ -223,14 +223,15 @@ def test_identical_parses(frame: tuple[PathHeader, Header, bytes], filter_port: 
 
 @pytest.mark.parametrize("cls", [Packet, DataHeader, SackHeader, NackHeader, ProbeHeader,
                                  SetupHeader, CloseHeader])  # fmt: skip
-def test_decoder_builds_frames_through_their_twins(cls: type[Any]) -> None:
-    """Every frame the decoder builds takes the fast path (a twin class whose instances
-    become cls); a change to frames.py that breaks it would silently cost the speed."""
-    assert twin(cls) is not None
+def test_decoder_builds_frames_through_slot_alike_classes(cls: type[Any]) -> None:
+    """Every frame the decoder builds takes the fast path (a class of the same slots whose
+    instances become cls); a change to frames.py that breaks it would silently cost the
+    speed."""
+    assert slot_alike_class(cls) is not None
 
 
 def test_decoded_frames_behave_like_constructed_ones() -> None:
-    """A frame built through its twin is a real frozen instance: equal, same hash,
+    """A frame built through its slot-alike class is a real frozen instance: equal, same hash,
     immutable, and dataclasses.replace works (the protocol core uses all four)."""
     path = PathHeader(src=b"\x01" * 16, dst=b"\x02" * 16, ev=0x12345)
     sack = SackHeader(Common(Opcode.SACK, Flags.TS, 1, 2), 10, 8, 0b101, 7, 99, 1, 0, 4096)

@@ -1,4 +1,5 @@
-"""mrc_transport.frozen: builders make the very objects a frozen dataclass's __init__ does."""
+"""mrc_transport.frozen: fast constructors make the very objects a frozen dataclass's __init__
+does."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from ipaddress import IPv6Address
 
 import pytest
 
-from mrc_transport.frozen import builder, twin
+from mrc_transport.frozen import fast_constructor, slot_alike_class
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, SackHeader
 from srv6.path import SrPath
@@ -28,7 +29,7 @@ PATH = SrPath(0, ("t0",), A, B, B, (B,), "p0")
 def test_a_built_object_is_the_frozen_dataclass_itself(
     cls: type, fields: tuple[object, ...]
 ) -> None:
-    new = builder(cls)
+    new = fast_constructor(cls)
     assert new is not cls  # the fast way applies to these
     got, want = new(*fields), cls(*fields)
     assert type(got) is cls
@@ -40,7 +41,7 @@ def test_a_built_object_is_the_frozen_dataclass_itself(
         setattr(got, name, None)
 
 
-def test_classes_a_twin_does_not_fit_are_built_the_plain_way() -> None:
+def test_classes_no_slot_alike_class_fits_are_built_the_plain_way() -> None:
     @dataclasses.dataclass(frozen=True)
     class NoSlots:
         a: int
@@ -53,8 +54,8 @@ def test_classes_a_twin_does_not_fit_are_built_the_plain_way() -> None:
             if self.a < 0:
                 raise ValueError("negative")
 
-    assert twin(NoSlots) is None
-    assert builder(NoSlots) is NoSlots
-    assert builder(Checked) is Checked
+    assert slot_alike_class(NoSlots) is None
+    assert fast_constructor(NoSlots) is NoSlots
+    assert fast_constructor(Checked) is Checked
     with pytest.raises(ValueError, match="negative"):
-        builder(Checked)(-1)
+        fast_constructor(Checked)(-1)

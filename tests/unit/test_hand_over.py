@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import random
 
-from mrc_transport.io import batchio
 from mrc_transport.io import endpoint as ep_mod
 from mrc_transport.protocol import Config, Endpoint
+from mrc_transport.wire.records import RX_DATA, RX_OTHER, RX_SACK, RxRec
 
 
-def _rec(kind: int) -> batchio.RxRec:
+def _rec(kind: int) -> RxRec:
     # a record for connection 5, which this endpoint does not have: counted, dropped
-    return (kind, 0, 0, 5, 0, 0, 1, 10, 0, 0, 100, 0, 100, bytes(16))
+    # (data: psn 10, msg_len 100, payload at 0 of 100 bytes, EV 1)
+    return (kind, 5, bytes(16), 0, 10, 0, 0, 100, 0, 0, 100, 1, 0)
 
 
 def test_receive_records_stops_at_the_first_other_record() -> None:
     core = Endpoint(Config(), random.Random(1))
-    recs = [_rec(batchio.RX_DATA), _rec(batchio.RX_SACK), _rec(batchio.RX_OTHER)]
-    recs.append(_rec(batchio.RX_DATA))
+    recs = [_rec(RX_DATA), _rec(RX_SACK), _rec(RX_OTHER)]
+    recs.append(_rec(RX_DATA))
     view = memoryview(bytearray(4096))
     assert core.receive_records(recs, view, 0.0, 0, 4) == 2
     assert core.counters.unknown_connection == 2  # both went to the (missing) connection
@@ -30,7 +31,7 @@ def test_receive_records_stops_at_the_first_other_record() -> None:
 def test_hand_over_keeps_order_and_flushes_every_rx_flush_records() -> None:
     core = Endpoint(Config(), random.Random(1))
     n, others = 2 * ep_mod.RX_FLUSH + 6, {5, ep_mod.RX_FLUSH + 8}
-    kinds = [batchio.RX_OTHER if i in others else batchio.RX_DATA for i in range(n)]
+    kinds = [RX_OTHER if i in others else RX_DATA for i in range(n)]
     log: list[tuple[str, int]] = []
 
     def other(i: int) -> None:

@@ -32,6 +32,7 @@ from mrc_transport.io.sockets import Datagram
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
+from mrc_transport.wire.records import RxMeta
 
 from .test_protocol_ev import paths
 
@@ -489,11 +490,11 @@ class FakeRx(batchio.PyBurstReceiver):
         self.clock = clock
         self.waiting: list[tuple[float, Datagram]] = []
 
-    def recv(self, sock: object) -> list[batchio.RxMeta]:
+    def recv(self, sock: object) -> list[RxMeta]:
         now = self.clock()
         ready = [d for t, d in self.waiting if t <= now][: self.max_pkts]
         self.waiting = [(t, d) for t, d in self.waiting if t > now or d not in ready]
-        out: list[batchio.RxMeta] = []
+        out: list[RxMeta] = []
         for i, d in enumerate(ready):
             off = i * self.slot_size
             self.view[off : off + len(d.payload)] = d.payload

@@ -260,13 +260,13 @@ def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
     client, path, now, sacks = sacks_over_a_gap()
     assert [s.ooo_count for s in sacks] == [1, 2, 3, 4, 0]  # 0: cum_psn passed all five
     assert all(s.rwnd_penalty == 0 for s in sacks)
-    twin, _, _, twin_sacks = sacks_over_a_gap()  # the same seeded run
-    assert twin_sacks == sacks
+    again, _, _, again_sacks = sacks_over_a_gap()  # the same seeded run
+    assert again_sacks == sacks
     penalised = dataclasses.replace(sacks[-1], rwnd_penalty=0xFFFF, ooo_count=0xFFFF)
     client.receive(frames.Packet(path, sacks[-1], b""), now)
-    twin.receive(frames.Packet(path, penalised, b""), now)
+    again.receive(frames.Packet(path, penalised, b""), now)
     assert client.counters.sacks_received == 1
-    assert (twin.cc.window, twin.sender.peer_rwnd, twin.sender.snd_una, twin.counters) == (
+    assert (again.cc.window, again.sender.peer_rwnd, again.sender.snd_una, again.counters) == (
         client.cc.window,
         client.sender.peer_rwnd,
         client.sender.snd_una,

@@ -23,7 +23,7 @@ def test_bitmap_marks_exactly_the_psns_received_above_the_cumulative_one(
 ) -> None:
     rx = Receiver(CFG, ISN, ConnCounters(), lambda e: None, 7, Commons(1, 2))
     for off in sorted(offsets, reverse=True):  # out of order: holes stay open longest
-        rx.on_data(ISN + off, TS, 0, off * MSS, 400 * MSS, 5, bytes(MSS), 0, False, 0.0)
+        rx.on_data(TS, ISN + off, 0, off * MSS, 400 * MSS, 5, bytes(MSS), 0, False, 0.0)
     sack = rx.sack()
     arrived = {ISN + off for off in offsets}
     cum = ISN

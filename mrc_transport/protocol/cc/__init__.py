@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from mrc_transport import backend
+
+__path__ = backend.extend_path(__path__, __name__)  # as mrc_transport/protocol/__init__.py
+
 from ..config import Config
 from .base import CongestionControl
 from .fixed import FixedWindow
