@@ -62,6 +62,9 @@ class Child:
         self.events: list[Event] = []
         self.eof = False
         self.on_event: Callable[[Event], None] | None = None
+        self.reaped = False
+        """Its exit status was collected (``wait_exit``); until then, even when it has
+        exited, it is a zombie whose process group a kill still reaches harmlessly."""
         self._changed = trio.Event()
 
     async def read_stdout(self) -> None:
@@ -102,15 +105,20 @@ class Child:
                 if ev is not None:
                     return ev
                 if self.eof:
-                    await self.proc.wait()
+                    await self._reap()
                     break
                 await self._changed.wait()
         raise DemoError(f"{self.name}: no {name!r} within {limit_s:g} s{self.stderr_tail()}")
 
     async def wait_exit(self, limit_s: float) -> int:
         with trio.move_on_after(limit_s):
-            return await self.proc.wait()
+            return await self._reap()
         raise DemoError(f"{self.name}: still running after {limit_s:g} s{self.stderr_tail()}")
+
+    async def _reap(self) -> int:
+        code = await self.proc.wait()
+        self.reaped = True
+        return code
 
     def stderr_tail(self, lines: int = 3) -> str:
         try:
@@ -126,8 +134,11 @@ class Child:
         await self.proc.stdin.send_all(b"go\n")
 
     def kill(self) -> None:
-        """SIGKILL the child's process group (its own session: we started it)."""
-        if self.proc.returncode is not None:
+        """SIGKILL the child's process group (its own session: we started it). Safe
+        outside trio (a ``finally`` after trio.run): it does not read ``proc.returncode``,
+        which for a child that exited unreaped closes trio's pidfd and needs trio's loop
+        (RuntimeError, hiding the error that ended the run)."""
+        if self.reaped:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
