@@ -73,16 +73,7 @@ def timeline_png(
             label=(legend or {}).get(flow, label if flow == kind else f"{flow} ({label})"),
         )
     ylim = top * 1.25 if top > 0 else 1.0
-    for i, f in enumerate(faults):
-        a, b = f.t_start - t_origin, f.t_end - t_origin
-        ax.axvspan(
-            a, max(b, a + 0.01), color=FAULT_COLOURS.get(f.kind, "#dddddd"), alpha=0.45, linewidth=0
-        )
-        if not fault_labels:
-            continue
-        # Labels alternate between two heights so neighbouring faults do not overlap.
-        y = ylim * (0.97 if i % 2 == 0 else 0.89)
-        ax.text(a, y, f" {f.kind} {f.action}\n {f.target}", fontsize=7, va="top", ha="left")
+    _shade(ax, faults, t_origin, ylim, fault_labels)
     ax.set_ylim(0, ylim)
     ax.set_xlabel("seconds since the transfers started")
     bin_ms = next(iter(series.values())).bin_s * 1000 if series else 0
@@ -93,6 +84,21 @@ def timeline_png(
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _shade(
+    ax: Any, faults: Sequence[FaultWindow], t_origin: float, ylim: float, labels: bool
+) -> None:
+    """Each fault a shaded span, labelled unless told not to."""
+    for i, f in enumerate(faults):
+        a, b = f.t_start - t_origin, f.t_end - t_origin
+        ax.axvspan(
+            a, max(b, a + 0.01), color=FAULT_COLOURS.get(f.kind, "#dddddd"), alpha=0.45, linewidth=0
+        )
+        if labels:
+            # Labels alternate between two heights so neighbouring faults do not overlap.
+            y = ylim * (0.97 if i % 2 == 0 else 0.89)
+            ax.text(a, y, f" {f.kind} {f.action}\n {f.target}", fontsize=7, va="top", ha="left")
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
