@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from mrc_transport.repro.experiments import loss, permutation
+from mrc_transport.repro.experiments import incast, loss, permutation, port_loss
 from mrc_transport.repro.spec import Experiment
 
 EXPERIMENTS: dict[str, Experiment[Any]] = {
-    e.name: e for e in (loss.EXPERIMENT, permutation.EXPERIMENT)
+    e.name: e
+    for e in (
+        loss.EXPERIMENT,
+        permutation.EXPERIMENT,
+        incast.EXPERIMENT,
+        port_loss.EXPERIMENT,
+    )
 }
 NAMES = tuple(EXPERIMENTS)
