@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mrc_transport.repro.experiments import incast, loss, permutation, port_loss
+from mrc_transport.repro.experiments import (
+    cascade,
+    flapping,
+    incast,
+    loss,
+    permutation,
+    port_loss,
+)
 from mrc_transport.repro.spec import Experiment
 
 EXPERIMENTS: dict[str, Experiment[Any]] = {
@@ -14,6 +21,8 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         permutation.EXPERIMENT,
         incast.EXPERIMENT,
         port_loss.EXPERIMENT,
+        flapping.EXPERIMENT,
+        cascade.EXPERIMENT,
     )
 }
 NAMES = tuple(EXPERIMENTS)
