@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mrc_transport.repro.experiments import (
+    blackhole,
     cascade,
     flapping,
     incast,
@@ -23,6 +24,7 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         port_loss.EXPERIMENT,
         flapping.EXPERIMENT,
         cascade.EXPERIMENT,
+        blackhole.EXPERIMENT,
     )
 }
 NAMES = tuple(EXPERIMENTS)
