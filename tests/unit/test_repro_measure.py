@@ -12,7 +12,7 @@ import pytest
 from mrc_transport.demo.timeline import Delivery, FaultWindow, Goodput
 from mrc_transport.repro import result
 from mrc_transport.repro.engine import ReproConfig
-from mrc_transport.repro.experiments import EXPERIMENTS, blackhole, cascade, incast, loss
+from mrc_transport.repro.experiments import EXPERIMENTS, blackhole, cascade, flapping, incast, loss
 from mrc_transport.repro.machine import CpuTimes, cpu_use, parse_cpu_line
 from mrc_transport.repro.measure import dip, warm
 from mrc_transport.repro.spec import Findings, Row, RunResult
@@ -281,3 +281,28 @@ def test_permutation_collisions_and_mrc_at_full_rate() -> None:
     assert lucky.rows[0].agrees is False
     held = exp.measure(topo, exp.full, _permutation_runs(ecmp, [0.9 * line] * 7 + [0.5 * line]))
     assert held.rows[1].agrees is False
+
+
+def _flapping_run(gaps: Sequence[tuple[float, float]]) -> RunResult:
+    exp = EXPERIMENTS["flapping"]
+    k = exp.full
+    t_a, t_b = T0 + k.flap_at, T0 + k.flap_at + k.period * k.count
+    res = _one_flow_run("flapping", [(T0 + a, T0 + b) for a, b in gaps], (k.flap_at, t_b - T0, 0.5))
+    links = flapping.flapping_links(exp.fabric.build())
+    res.faults = [FaultWindow("flap", n, "cycle hard", t_a, t_b) for n in links]
+    return res
+
+
+def test_flapping_half_the_rate_or_a_stall() -> None:
+    exp = EXPERIMENTS["flapping"]
+    topo = exp.fabric.build()
+    found = exp.measure(topo, exp.full, [_flapping_run([])])
+    half, back = found.rows
+    assert found.numbers["flapping_fraction"] == pytest.approx(0.5, rel=0.03)
+    assert half.agrees is True
+    assert back.agrees is True
+    assert found.numbers["back_to_full_s"] == pytest.approx(0.0, abs=0.1)
+    # as much on average, but a 2 s gap with half the links up is a stall
+    stalled = exp.measure(topo, exp.full, [_flapping_run([(3.0, 5.0)])])
+    assert stalled.rows[0].agrees is False
+    assert "nothing was delivered for 2010 ms" in stalled.rows[0].verdict  # a record per 10 ms

@@ -179,7 +179,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             lab("mrc"),
             "agrees"
             if untouched
-            else f"differs: the MRC victim lost {pct(None if mrc is None else 1 - mrc)}",
+            else f"differs: the MRC victim kept {_pct1(mrc)}, under {pct(UNTOUCHED)}",
             untouched,
         ),
         Row(
@@ -194,6 +194,10 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
         ),
     )
     return Findings(rows, {"senders": k.senders, **nums})
+
+
+def _pct1(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
