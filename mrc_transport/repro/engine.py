@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from labs.errors import LabError
 from labs.topology import Topology
 from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.flows import Flows, mrc_counters
@@ -82,8 +83,8 @@ def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) 
     runs = exp.plan(cfg.topo, knobs)
     check_plan(cfg.topo, runs)
     lab = cfg.lab or unique_lab(exp)
-    if lab_exists(lab):
-        raise DemoError(f"lab {lab!r} exists: pick another --name or `mrc lab down --name {lab}`")
+    if lab_exists(lab):  # the user's to fix (exit 2), and never to be torn down by us
+        raise LabError(f"lab {lab!r} exists: pick another --name or `mrc lab down --name {lab}`")
     machine = machine_state()
     t0 = time.monotonic()
     results = run_on_lab(runs, cfg, lab, console)

@@ -133,3 +133,16 @@ def test_the_lab_is_torn_down_after_ctrl_c(
     )
     assert rc == 130
     assert _gone(lab_name)
+
+
+def test_a_lab_of_that_name_is_left_alone(
+    tiny_lab: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["repro", "port-loss", "--quick", "--name", tiny_lab, "--out", str(tmp_path)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"mrc repro: error: port-loss: lab {tiny_lab!r} exists: pick another --name or "
+        f"`mrc lab down --name {tiny_lab}`"
+    )
+    assert not _gone(tiny_lab)
