@@ -46,7 +46,7 @@ TRANSPORTS = {"mrc": "MRC, 1 connection", "tcp": "TCP, 1 flow", "tcp8": "TCP, 8 
 class Knobs:
     clean_s: float = 3.0
     """Seconds of the lossless start."""
-    phase_s: float = 4.5
+    phase_s: float = 4.0
     """Seconds per loss level: applying it takes 0.3-2.5 s (an `nft` per node; the more,
     the busier the machine), its goodput counts from when it is in place + settle_s."""
     settle_s: float = 1.0
