@@ -87,16 +87,19 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     return tuple(Run(name, (flow,), duration(k), steps) for name, flow in flows.items())
 
 
-def phases(res: RunResult, k: Knobs) -> list[float]:
-    """Goodput of the run's flow in each phase (lossless first), ``settle_s`` skipped."""
+def windows(res: RunResult, k: Knobs) -> list[tuple[float, float]]:
+    """Each phase's measurement window (lossless first): from when its loss was in place
+    (the step's apply returned) plus ``settle_s``, to when the next was asked for."""
     played = sorted(res.played, key=lambda p: p[1])
     name = res.run.flows[0].name
     begins = [warm(res, [name], 0.0), *(t_after for _s, _t, t_after in played)]
     stops = [*(t_before for _s, t_before, _t in played), res.t_stop]
-    return [
-        rate(res.deliveries, [name], begins[i] + k.settle_s, min(stops[i], res.t_stop))
-        for i in range(len(k.levels) + 1)
-    ]
+    return [(begins[i] + k.settle_s, min(stops[i], res.t_stop)) for i in range(len(k.levels) + 1)]
+
+
+def phases(res: RunResult, k: Knobs) -> list[float]:
+    """Goodput of the run's flow in each phase's window."""
+    return [rate(res.deliveries, [res.run.flows[0].name], a, b) for a, b in windows(res, k)]
 
 
 def line_rate(topo: Topology, name: str) -> float:
@@ -116,6 +119,12 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             n: [ratio(g, line_rate(topo, n)) for g in gs] for n, gs in goodputs.items()
         },
         "line_rate_bps": {n: line_rate(topo, n) for n in goodputs},
+        "windows_s": {
+            r.run.name: [
+                [round(a - r.t_origin, 3), round(b - r.t_origin, 3)] for a, b in windows(r, k)
+            ]
+            for r in results
+        },
     }
     return Findings(tuple(_rows(topo, k, goodputs, frac)), numbers)
 
