@@ -21,6 +21,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("lab", "build and break a multi-plane Clos fabric of network namespaces"),
     ("perf", "iperf3-style MRC transfers"),
     ("demo", "workshop demos: failover and collisions"),
+    ("repro", "the paper's experiments at lab scale, side by side with its figures"),
     ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),
     ("wireshark", "the Wireshark dissector for MRC: its path, or install it"),
 )

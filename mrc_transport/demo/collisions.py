@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labs import addressing
-from labs.topology import Topology, namespace
+from labs.topology import Topology
 from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.records import read_records
+from mrc_transport.demo.flows import Flow, Flows
 from mrc_transport.demo.timeline import Delivery
 
 TCP_PORT = 5201
@@ -147,120 +146,45 @@ class RunResult:
     verified: dict[str, bool] = field(default_factory=dict)
 
 
+def pair_flows(
+    pairs: Sequence[tuple[str, str]], kind: str, seconds: float, scheduler: str = "random"
+) -> list[Flow]:
+    """One flow per pair: TCP all on one port (each receiver is in its own host), MRC on
+    a port per pair (MRC_BASE_PORT docstring)."""
+    if kind == "tcp":
+        return [Flow(pair_name(s, d), "tcp", s, d, TCP_PORT, seconds) for s, d in pairs]
+    return [
+        Flow(pair_name(s, d), "mrc", s, d, MRC_BASE_PORT + k, seconds, scheduler=scheduler)
+        for k, (s, d) in enumerate(pairs)
+    ]
+
+
+async def _run(
+    cfg: CollisionsConfig, flows: Sequence[Flow], tag: str, children: Any, res: RunResult
+) -> None:
+    """Receivers, then every sender at once, then wait for all (demo/flows.py)."""
+    import trio
+
+    run = Flows(cfg.lab, cfg.topo, cfg.out, tag, children)
+    async with trio.open_nursery() as nursery:
+        await run.start_receivers(nursery, flows)
+        res.t_start = time.monotonic()
+        await run.start_senders(nursery, flows)
+        res.verified = await run.finish()
+    res.deliveries += run.deliveries()
+
+
 async def _tcp_run(
     cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any, res: RunResult
 ) -> None:
-    import trio
-
-    from mrc_transport.demo.procs import tcpflow_argv
-
-    rec = {pair_name(s, d): cfg.out / f"ecmp-{s}-{d}.jsonl" for s, d in pairs}
-    async with trio.open_nursery() as nursery:
-        rxs, txs = [], []
-        for s, d in pairs:
-            name = pair_name(s, d)
-            rxs.append(
-                await children.start(
-                    nursery,
-                    f"ecmp-recv-{d}",
-                    namespace(cfg.lab, d),
-                    tcpflow_argv(
-                        "recv", "--port", str(TCP_PORT), "--flow", name, "--records", str(rec[name])
-                    ),
-                )
-            )
-        for rx in rxs:
-            await rx.wait_event("listening", 30)
-        res.t_start = time.monotonic()
-        for s, d in pairs:
-            dst = str(addressing.baseline_address(cfg.topo, d))
-            txs.append(
-                await children.start(
-                    nursery,
-                    f"ecmp-send-{s}",
-                    namespace(cfg.lab, s),
-                    tcpflow_argv("send", dst, "--port", str(TCP_PORT), "-t", f"{cfg.duration:.3f}"),
-                )
-            )
-        for (s, d), tx, rx in zip(pairs, txs, rxs, strict=True):
-            await tx.wait_exit(cfg.duration + 120)
-            await rx.wait_exit(60)
-            end, sent = rx.find("end") or {}, tx.find("end") or {}
-            res.verified[pair_name(s, d)] = bool(end.get("verified")) and end.get(
-                "bytes"
-            ) == sent.get("bytes_sent")
-    for path in rec.values():
-        res.deliveries += read_records(path)
+    await _run(cfg, pair_flows(pairs, "tcp", cfg.duration), "ecmp", children, res)
 
 
 async def _mrc_run(
     cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any, res: RunResult
 ) -> None:
-    import trio
-
-    from mrc_transport.demo.procs import perf_argv
-
-    rec = {pair_name(s, d): cfg.out / f"mrc-{s}-{d}.jsonl" for s, d in pairs}
-    async with trio.open_nursery() as nursery:
-        srvs, clis = [], []
-        for k, (s, d) in enumerate(pairs):
-            name = pair_name(s, d)
-            srvs.append(
-                await children.start(
-                    nursery,
-                    f"mrc-server-{d}",
-                    namespace(cfg.lab, d),
-                    perf_argv(
-                        "-s",
-                        "-1",
-                        "--lab",
-                        cfg.lab,
-                        "-p",
-                        str(MRC_BASE_PORT + k),
-                        "--json-stream",
-                        "-i",
-                        "0",
-                        "--records",
-                        str(rec[name]),
-                        "--flow",
-                        name,
-                    ),
-                )
-            )
-        for srv in srvs:
-            await srv.wait_event("listening", 30)
-        res.t_start = time.monotonic()
-        for k, (s, d) in enumerate(pairs):
-            clis.append(
-                await children.start(
-                    nursery,
-                    f"mrc-client-{s}",
-                    namespace(cfg.lab, s),
-                    perf_argv(
-                        "-c",
-                        d,
-                        "--lab",
-                        cfg.lab,
-                        "-p",
-                        str(MRC_BASE_PORT + k),
-                        "-t",
-                        f"{cfg.duration:.3f}",
-                        "--scheduler",
-                        cfg.scheduler,
-                        "--json-stream",
-                        "-i",
-                        "0",
-                    ),
-                )
-            )
-        for (s, d), cli, srv in zip(pairs, clis, srvs, strict=True):
-            rc = await cli.wait_exit(cfg.duration + 120)
-            await srv.wait_exit(60)
-            end = cli.perf_end()
-            res.verified[pair_name(s, d)] = rc == 0 and end is not None and end.verified
-    for path in rec.values():
-        if path.exists():
-            res.deliveries += read_records(path)
+    flows = pair_flows(pairs, "mrc", cfg.duration, cfg.scheduler)
+    await _run(cfg, flows, "mrc", children, res)
 
 
 def _window(res: RunResult, flows: Sequence[str], duration: float) -> tuple[float, float]:

@@ -37,6 +37,14 @@ def tcpflow_argv(*args: str) -> list[str]:
     return [PYTHON, "-m", "mrc_transport.demo.tcpflow", *args]
 
 
+def warm_argv(argv: Sequence[str]) -> list[str]:
+    """``python -m MODULE ARGS`` started through demo/launch.py: it imports, prints a
+    ``ready`` event and runs only after ``Child.go`` (the child needs ``stdin=True``)."""
+    if len(argv) < 3 or argv[1] != "-m":
+        raise ValueError(f"not a `python -m MODULE` command line: {argv!r}")
+    return [argv[0], "-m", "mrc_transport.demo.launch", *argv[2:]]
+
+
 def _event_of(line: str) -> Event | None:
     """A child's stdout line as a JSON object; `mrc perf --json-stream` wraps its payload
     as {"event": name, "data": {...}}, tcpflow writes {"event": name, ...} flat."""
@@ -55,6 +63,9 @@ class Child:
         self.events: list[Event] = []
         self.eof = False
         self.on_event: Callable[[Event], None] | None = None
+        self.reaped = False
+        """Its exit status was collected (``wait_exit``); until then, even when it has
+        exited, it is a zombie whose process group a kill still reaches harmlessly."""
         self._changed = trio.Event()
 
     async def read_stdout(self) -> None:
@@ -104,15 +115,20 @@ class Child:
                 if ev is not None:
                     return ev
                 if self.eof:
-                    await self.proc.wait()
+                    await self._reap()
                     break
                 await self._changed.wait()
         raise DemoError(f"{self.name}: no {name!r} within {limit_s:g} s{self.stderr_tail()}")
 
     async def wait_exit(self, limit_s: float) -> int:
         with trio.move_on_after(limit_s):
-            return await self.proc.wait()
+            return await self._reap()
         raise DemoError(f"{self.name}: still running after {limit_s:g} s{self.stderr_tail()}")
+
+    async def _reap(self) -> int:
+        code = await self.proc.wait()
+        self.reaped = True
+        return code
 
     def stderr_tail(self, lines: int = 3) -> str:
         try:
@@ -122,9 +138,17 @@ class Child:
         tail = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
         return f" ({' | '.join(tail)})" if tail else ""
 
+    async def go(self) -> None:
+        """The word a child started through ``warm_argv`` waits for."""
+        assert self.proc.stdin is not None, "start the child with stdin=True"
+        await self.proc.stdin.send_all(b"go\n")
+
     def kill(self) -> None:
-        """SIGKILL the child's process group (its own session: we started it)."""
-        if self.proc.returncode is not None:
+        """SIGKILL the child's process group (its own session: we started it). Safe
+        outside trio (a ``finally`` after trio.run): it does not read ``proc.returncode``,
+        which for a child that exited unreaped closes trio's pidfd and needs trio's loop
+        (RuntimeError, hiding the error that ended the run)."""
+        if self.reaped:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -138,15 +162,22 @@ class Children:
         self.all: list[Child] = []
 
     async def start(
-        self, nursery: trio.Nursery, name: str, netns: str, argv: Sequence[str]
+        self,
+        nursery: trio.Nursery,
+        name: str,
+        netns: str,
+        argv: Sequence[str],
+        *,
+        stdin: bool = False,
     ) -> Child:
+        """Start argv in netns; with ``stdin``, a pipe to it (``Child.go``)."""
         self.logdir.mkdir(parents=True, exist_ok=True)
         log = self.logdir / f"{name}.stderr"
         err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             proc = await trio.lowlevel.open_process(
                 ["ip", "netns", "exec", netns, *argv],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=err,
                 start_new_session=True,

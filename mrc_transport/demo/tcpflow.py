@@ -22,6 +22,7 @@ import hashlib
 import json
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -147,28 +148,78 @@ def receive(
     rehash: bool = False,
 ) -> RecvResult:
     """Accept one connection and read it to EOF, one record per recv()."""
+    conn = _accept(sock, accept_timeout)
+    with conn:
+        return _drain(conn, flow, pattern, on_progress, progress_s, rehash)
+
+
+def receive_streams(
+    sock: socket.socket,
+    flow: str,
+    pattern: Pattern,
+    streams: int,
+    *,
+    accept_timeout: float | None = 30.0,
+    rehash: bool = False,
+) -> RecvResult:
+    """Accept ``streams`` connections (a sender's -P) and read each to EOF in a thread of
+    its own, each checked against the pattern from offset 0; one result for all, its
+    records in time order under one flow id."""
+    conns = [_accept(sock, accept_timeout) for _ in range(streams)]
+    results: list[RecvResult] = [RecvResult(flow) for _ in conns]
+
+    def drain(i: int) -> None:
+        with conns[i]:
+            results[i] = _drain(conns[i], flow, pattern, None, 0.0, rehash)
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged = RecvResult(flow)
+    merged.records = sorted((d for r in results for d in r.records), key=lambda d: d.t_mono)
+    merged.nbytes = sum(r.nbytes for r in results)
+    merged.verified = all(r.verified for r in results)
+    bad = [r.first_bad_offset for r in results if r.first_bad_offset is not None]
+    merged.first_bad_offset = min(bad) if bad else None
+    return merged
+
+
+def _accept(sock: socket.socket, accept_timeout: float | None) -> socket.socket:
     sock.settimeout(accept_timeout)
     try:
         conn, _ = sock.accept()
     except TimeoutError:
         raise DemoError(f"no sender connected within {accept_timeout:g} s") from None
+    return conn
+
+
+def _drain(
+    conn: socket.socket,
+    flow: str,
+    pattern: Pattern,
+    on_progress: Callable[[float, int], None] | None,
+    progress_s: float,
+    rehash: bool,
+) -> RecvResult:
+    """Read one connection to EOF, one record per recv(), every byte checked."""
     result = RecvResult(flow)
     verifier = Verifier(pattern)
     buf = bytearray(RECV_BUF)
     view = memoryview(buf)
     next_progress = time.monotonic() + progress_s
-    with conn:
-        conn.settimeout(None)
-        if not rehash:
-            pin_path(conn)  # its ACKs keep one path too
-        while (n := conn.recv_into(buf)) > 0:
-            t = time.monotonic()
-            result.records.append(Delivery(t, n, flow))
-            result.nbytes += n
-            verifier.feed(view[:n])
-            if on_progress is not None and progress_s > 0 and t >= next_progress:
-                on_progress(t, result.nbytes)
-                next_progress = t + progress_s
+    conn.settimeout(None)
+    if not rehash:
+        pin_path(conn)  # its ACKs keep one path too
+    while (n := conn.recv_into(buf)) > 0:
+        t = time.monotonic()
+        result.records.append(Delivery(t, n, flow))
+        result.nbytes += n
+        verifier.feed(view[:n])
+        if on_progress is not None and progress_s > 0 and t >= next_progress:
+            on_progress(t, result.nbytes)
+            next_progress = t + progress_s
     result.verified, result.first_bad_offset = verifier.ok, verifier.first_bad
     return result
 
@@ -197,8 +248,10 @@ def send(
     chunk: int = SEND_CHUNK,
     connect_timeout: float = 10.0,
     rehash: bool = False,
+    on_start: Callable[[float], None] | None = None,
 ) -> SendResult:
-    """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given)."""
+    """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given);
+    ``on_start(t)`` once connected."""
     if (seconds is None) == (nbytes is None):
         raise DemoError("give exactly one of -t SECONDS or -n BYTES")
     if not 0 < chunk <= PERIOD:
@@ -215,6 +268,8 @@ def send(
         sock.connect((host, port))
         sock.settimeout(None)
         t_start = time.monotonic()
+        if on_start is not None:
+            on_start(t_start)
         deadline = t_start + seconds if seconds is not None else float("inf")
         limit = nbytes if nbytes is not None else -1
         sent = 0
@@ -226,6 +281,67 @@ def send(
         sock.settimeout(connect_timeout * 6)
         sock.recv(1)  # wait for the receiver's EOF: every byte was read before we report
         return SendResult(sent, t_start, time.monotonic())
+
+
+def send_streams(
+    host: str,
+    port: int,
+    pattern: Pattern,
+    streams: int,
+    *,
+    seconds: float | None = None,
+    nbytes: int | None = None,
+    on_start: Callable[[float], None] | None = None,
+    **options: Any,
+) -> SendResult:
+    """``streams`` connections at once (iperf3's -P), each a thread sending the pattern from
+    offset 0, each hashed by ECMP on its own (RoCE with as many QPs); ``on_start(t)`` once
+    every one is connected. The result sums them: bytes, first start, last end."""
+    if streams < 1:
+        raise DemoError("streams must be >= 1")
+    if streams == 1:
+        return send(
+            host, port, pattern, seconds=seconds, nbytes=nbytes, on_start=on_start, **options
+        )
+    if options.get("cport"):
+        raise DemoError("a fixed source port (--cport) takes one stream, not -P")
+    shares = [None] * streams if nbytes is None else _split(nbytes, streams)
+    results: list[SendResult | BaseException] = []
+    lock = threading.Lock()
+    connected: list[float] = []
+
+    def started(t: float) -> None:
+        with lock:
+            connected.append(t)
+            if len(connected) == streams and on_start is not None:
+                on_start(t)
+
+    def one(share: int | None) -> None:
+        try:
+            res: SendResult | BaseException = send(
+                host, port, pattern, seconds=seconds, nbytes=share, on_start=started, **options
+            )
+        except (DemoError, OSError) as exc:
+            res = exc
+        with lock:
+            results.append(res)
+
+    threads = [threading.Thread(target=one, args=(share,)) for share in shares]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
+    done = [r for r in results if isinstance(r, SendResult)]
+    return SendResult(
+        sum(r.nbytes for r in done), min(r.t_start for r in done), max(r.t_end for r in done)
+    )
+
+
+def _split(total: int, parts: int) -> list[int | None]:
+    return [total // parts + (i < total % parts) for i in range(parts)]
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -254,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a progress line this often",
     )
     r.add_argument("--accept-timeout", type=float, default=30.0)
+    r.add_argument(
+        "--streams", type=_positive, default=1, help="connections to accept (the sender's -P)"
+    )
     s = sub.add_parser("send", help="send the pattern at full speed")
     s.add_argument("host")
     s.add_argument("--port", type=int, default=5201)
@@ -263,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bind")
     s.add_argument("--cport", type=int, default=0, help="source port (pins the ECMP hash)")
     s.add_argument("--chunk", type=int, default=SEND_CHUNK)
+    s.add_argument(
+        "-P", "--parallel", type=_positive, default=1, help="connections at once (like iperf3)"
+    )
     for p in (r, s):
         p.add_argument("--seed", default=DEFAULT_SEED)
         p.add_argument(
@@ -273,19 +395,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 128:
+        raise argparse.ArgumentTypeError(f"must be in 1..128, not {value}")
+    return value
+
+
 def _run_recv(args: argparse.Namespace) -> int:
     sock = listen(args.port, args.bind, rehash=args.rehash)
     with sock:
         _emit({"event": "listening", "port": sock.getsockname()[1], "t_mono": time.monotonic()})
-        result = receive(
-            sock,
-            args.flow,
-            Pattern(args.seed),
-            accept_timeout=args.accept_timeout,
-            on_progress=lambda t, n: _emit({"event": "progress", "t_mono": t, "bytes": n}),
-            progress_s=args.progress,
-            rehash=args.rehash,
-        )
+        result = _receive(args, sock)
     if args.records:
         write_records(args.records, result.records)
     else:
@@ -295,13 +419,36 @@ def _run_recv(args: argparse.Namespace) -> int:
     return 0 if result.verified else 1
 
 
+def _receive(args: argparse.Namespace, sock: socket.socket) -> RecvResult:
+    if args.streams > 1:
+        return receive_streams(
+            sock,
+            args.flow,
+            Pattern(args.seed),
+            args.streams,
+            accept_timeout=args.accept_timeout,
+            rehash=args.rehash,
+        )
+    return receive(
+        sock,
+        args.flow,
+        Pattern(args.seed),
+        accept_timeout=args.accept_timeout,
+        on_progress=lambda t, n: _emit({"event": "progress", "t_mono": t, "bytes": n}),
+        progress_s=args.progress,
+        rehash=args.rehash,
+    )
+
+
 def _run_send(args: argparse.Namespace) -> int:
-    res = send(
+    res = send_streams(
         args.host,
         args.port,
         Pattern(args.seed),
+        args.parallel,
         seconds=args.seconds,
         nbytes=args.nbytes,
+        on_start=lambda t: _emit({"event": "start", "t_mono": t}),
         bind=args.bind,
         cport=args.cport,
         chunk=args.chunk,

@@ -1,0 +1,245 @@
+"""`incast`: 7 -> 1 incast with a victim flow that shares switch ports with it but not its
+receiver; the victim's goodput during the incast against its goodput alone, with MRC and
+with TCP over ECMP.
+
+Paper (mrc-protocol-notes.md, "Headline comparisons"): with a 7 -> 1 incast beside it,
+MRC leaves the victim untouched; DCQCN (RoCE's congestion control) costs the victim
+25-75%.
+
+Lab: two racks in one plane. Seven hosts of rack 1 send to h0 in rack 0; the victim runs
+from the last host of rack 1 to h1 in rack 0, so it crosses the same T0 uplinks and T1
+downlinks as the incast (the ports it shares), but not h0's port, where the incast
+queues. Every flow starts at once; each incast sender sends its share of ``incast_s``
+seconds of the receiver's line rate, then the victim runs on alone for ``alone_s``. A run
+with TCP flows, then one with MRC flows.
+
+There is no PFC in the lab: what hurts RoCE's victim in the paper (pause frames from the
+incast's port spreading upstream) cannot happen here. A single-path victim still loses
+what the single-path incast flows that ECMP hashed onto its uplink and downlink take;
+sprayed MRC flows spread over every T1 and leave room on each.
+
+Packet trimming (issue 17, not in this build): a fabric whose link classes trim
+(``--topology`` with ``trim:``) changes the incast's own losses at h0's port into NACKed
+stubs; the victim's measure stays the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labs.topology import Topology
+from mrc_transport.demo.collisions import window_rates
+from mrc_transport.demo.fairness import fairness
+from mrc_transport.demo.flows import Flow
+from mrc_transport.demo.plot import timeline_png
+from mrc_transport.demo.report import FlowKind
+from mrc_transport.demo.timeline import FaultWindow
+from mrc_transport.repro.figures import series_of
+from mrc_transport.repro.measure import ends, mbit, merged, pct, rate, ratio, warm
+from mrc_transport.repro.spec import (
+    MRC_BASE_PORT,
+    MSG_LEN,
+    START_SPREAD_S,
+    TCP_BASE_PORT,
+    Experiment,
+    Fabric,
+    Findings,
+    Row,
+    Run,
+    RunResult,
+    need,
+    sender_seconds,
+)
+
+VICTIM = "victim"
+TAIL_S = 0.5
+"""Skipped before the incast's last delivery (its last sender finishing alone)."""
+UNTOUCHED = 0.9
+"""A victim at or above this share of its goodput alone is "untouched"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    senders: int = 7
+    """Incast senders (all to one receiver)."""
+    incast_s: float = 7.0
+    """How long the incast lasts at the receiver's line rate: each sender sends its share
+    of that many seconds of the receiver's ports (-n)."""
+    alone_s: float = 3.5
+    """How long the victim runs on alone after them."""
+    settle_s: float = 1.0
+    """Skipped at the start of each window."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hosts:
+    receiver: str
+    senders: tuple[str, ...]
+    victim_src: str
+    victim_dst: str
+
+
+def hosts(topo: Topology, k: Knobs) -> Hosts:
+    rack0, rack1 = topo.hosts_in_rack(0), topo.hosts_in_rack(1)
+    return Hosts(rack0[0], rack1[: k.senders], rack1[-1], rack0[1])
+
+
+def check(topo: Topology, k: Knobs) -> None:
+    need(topo.racks >= 2, "the incast needs at least 2 racks")
+    need(
+        topo.hosts_per_rack >= k.senders + 1,
+        f"the incast needs {k.senders + 1} hosts per rack ({k.senders} senders and the "
+        f"victim's sender in rack 1): use hosts_per_rack >= {k.senders + 1}",
+    )
+
+
+def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
+    h = hosts(topo, k)
+    incast_s = k.incast_s + START_SPREAD_S
+    duration = incast_s + k.alone_s
+    share = int(k.incast_s * topo.host_link.rate_bps * topo.planes / 8 / k.senders)
+    runs = []
+    transports: tuple[tuple[FlowKind, int], ...] = (("tcp", TCP_BASE_PORT), ("mrc", MRC_BASE_PORT))
+    for kind, base in transports:
+        msg = MSG_LEN if kind == "mrc" else None
+        victim = Flow(
+            VICTIM, kind, h.victim_src, h.victim_dst, base, sender_seconds(duration), msg_len=msg
+        )
+        flows = [victim] + [
+            Flow(
+                f"{s}->{h.receiver}",
+                kind,
+                s,
+                h.receiver,
+                base + 1 + i,
+                incast_s,
+                msg_len=msg,
+                nbytes=share,
+            )
+            for i, s in enumerate(h.senders)
+        ]
+        runs.append(Run(kind, tuple(flows), duration))
+    return tuple(runs)
+
+
+def incast_names(res: RunResult) -> list[str]:
+    return [f.name for f in res.run.flows if f.name != VICTIM]
+
+
+def windows(res: RunResult, k: Knobs) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(during the incast, victim alone after it), from the incast's deliveries: from the
+    run's time 0 (every sender started) to the incast's last delivery, and from then to
+    the end. (Not to the first sender's last delivery: TCP shares h0's port unevenly, and
+    one TCP sender of three finished in a quarter of the others' time.)"""
+    last = max(ends(res.deliveries, incast_names(res)), default=res.t_origin + k.incast_s)
+    during = (warm(res, [f.name for f in res.run.flows], k.settle_s), last - TAIL_S)
+    alone = (last + k.settle_s, res.t_stop)
+    return during, alone
+
+
+def run_numbers(res: RunResult, k: Knobs) -> dict[str, Any]:
+    (a, b), (c, d) = windows(res, k)
+    names = incast_names(res)
+    per_flow = window_rates(res.deliveries, names, a, b)
+    victim_in, victim_alone = (
+        rate(res.deliveries, [VICTIM], a, b),
+        rate(res.deliveries, [VICTIM], c, d),
+    )
+    return {
+        "victim_during_bps": victim_in,
+        "victim_alone_bps": victim_alone,
+        "victim_fraction": ratio(victim_in, victim_alone),
+        "incast_bps": sum(per_flow.values()),
+        "incast_jain": fairness(list(per_flow.values())).jain,
+        "incast_flows_bps": per_flow,
+        "windows_s": [round(x - res.t_origin, 3) for x in (a, b, c, d)],
+    }
+
+
+def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
+    nums = {r.run.name: run_numbers(r, k) for r in results}
+    mrc, tcp = nums["mrc"]["victim_fraction"], nums["tcp"]["victim_fraction"]
+    untouched = mrc is not None and mrc >= UNTOUCHED
+    tcp_cost = None if tcp is None else 1 - tcp
+    in_range = tcp_cost is not None and 0.25 <= tcp_cost <= 0.75
+
+    def lab(kind: str) -> str:
+        n = nums[kind]
+        return (
+            f"{kind.upper()} victim {mbit(n['victim_during_bps'])} during the incast, "
+            f"{mbit(n['victim_alone_bps'])} alone: {pct(n['victim_fraction'])}"
+        )
+
+    rows = (
+        Row(
+            f"{k.senders} -> 1 incast: MRC leaves the victim untouched",
+            lab("mrc"),
+            "agrees"
+            if untouched
+            else f"differs: the MRC victim kept {_pct1(mrc)}, under {pct(UNTOUCHED)}",
+            untouched,
+        ),
+        Row(
+            f"{k.senders} -> 1 incast: DCQCN costs the victim 25-75%",
+            lab("tcp"),
+            f"agrees in size, not in cause: the TCP victim lost {pct(tcp_cost)} to the incast "
+            "flows ECMP hashed onto its links (no PFC here)"
+            if in_range
+            else f"differs: the TCP victim lost {pct(tcp_cost)}; without PFC only the incast "
+            "flows ECMP hashed onto its links can take from it",
+            in_range,
+        ),
+    )
+    return Findings(rows, {"senders": k.senders, **nums})
+
+
+def _pct1(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
+    """Victim and incast goodput of both runs, each against its own run's time 0."""
+    series, kinds, legend = {}, {}, {}
+    for res in results:
+        kind = res.run.name
+        for role, names in (("victim", [VICTIM]), (f"incast {k.senders}->1", incast_names(res))):
+            key = f"{kind} {role}"
+            flow = merged(res.deliveries, names, key)
+            series[key] = series_of(flow, res.t_origin, res.t_stop, 0.1, res.t_origin)
+            kinds[key] = kind
+            legend[key] = f"{role}, {'MRC' if kind == 'mrc' else 'TCP over ECMP'}"
+    mrc = next(r for r in results if r.run.name == "mrc")
+    (_, b), _ = windows(mrc, k)
+    shade = FaultWindow(
+        "incast", f"{k.senders} -> {hosts(topo, k).receiver}", "", 0.0, b - mrc.t_origin
+    )
+    timeline_png(
+        path,
+        series,
+        kinds,
+        [shade],
+        0.0,
+        title=f"{k.senders} -> 1 incast beside a victim flow: MRC versus TCP over ECMP",
+        legend=legend,
+    )
+
+
+EXPERIMENT = Experiment(
+    name="incast",
+    code="inc",
+    title="7 -> 1 incast beside a victim flow: MRC vs TCP over ECMP",
+    paper="7 -> 1 incast with a victim flow that shares a switch port but not the receiver: "
+    "MRC leaves the victim untouched; DCQCN costs the victim 25-75%.",
+    fabric=Fabric(
+        preset="default", planes=1, hosts_per_rack=8, t1_per_plane=3, rate_bps=20_000_000
+    ),
+    full=Knobs(),
+    quick=Knobs(senders=3, incast_s=3.0, alone_s=2.5, settle_s=0.5),
+    check=check,
+    plan=plan,
+    measure=measure,
+    plot=plot,
+)

@@ -1,0 +1,222 @@
+"""`loss`: random loss on every link; one MRC connection, one TCP flow over ECMP (the
+RoCE stand-in) and TCP with 8 parallel streams, each as a fraction of its lossless goodput.
+
+Paper (mrc-protocol-notes.md, "Headline comparisons"): under 0.1% loss MRC is barely
+affected while single-path RoCE collapses; at 1% loss MRC keeps about a third of line
+rate and RoCE is unusable.
+
+Lab: one run per transport, each in phases of ``phase_s``: no loss, then every link of the
+fabric (host-T0 and T0-T1, both directions: a packet between racks crosses four) drops
+each level in turn, then the loss is taken off. A phase's goodput is measured after
+``settle_s``. Losses are drawn by nft's numgen on every link (labs/faults.py
+``degrade_many``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labs.topology import Topology
+from mrc_transport.demo.failover import pick_hosts
+from mrc_transport.demo.flows import Flow
+from mrc_transport.demo.plot import MRC_COLOURS, TCP_COLOURS, grouped_bars_png
+from mrc_transport.demo.schedule import Step
+from mrc_transport.repro.measure import mbit, pct, rate, ratio, warm
+from mrc_transport.repro.spec import (
+    MRC_BASE_PORT,
+    MSG_LEN,
+    TCP_BASE_PORT,
+    Experiment,
+    Fabric,
+    Findings,
+    Row,
+    Run,
+    RunResult,
+    need,
+    sender_seconds,
+)
+
+TRANSPORTS = {"mrc": "MRC, 1 connection", "tcp": "TCP, 1 flow", "tcp8": "TCP, 8 streams"}
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    clean_s: float = 3.0
+    """Seconds of the lossless start."""
+    phase_s: float = 4.0
+    """Seconds per loss level: applying it takes 0.3-2.5 s (an `nft` per node; the more,
+    the busier the machine), its goodput counts from when it is in place + settle_s."""
+    settle_s: float = 1.0
+    """Skipped at the start of each phase before its goodput counts."""
+    levels: tuple[float, ...] = (0.1, 1.0)
+    """Loss levels in percent, in order."""
+    links: str = "@links"
+    """Which links lose packets: @links (every link) or @t0-t1."""
+
+
+def check(topo: Topology, k: Knobs) -> None:
+    pick_hosts(topo, None, None)
+    need(bool(k.levels) and all(0 < x <= 100 for x in k.levels), "loss levels in (0, 100]")
+
+
+def schedule(k: Knobs) -> list[Step]:
+    """Each level at the end of the phase before; the loss taken off at the run's end."""
+    steps = [
+        Step(k.clean_s + k.phase_s * i, "degrade", k.links, loss_pct=level)
+        for i, level in enumerate(k.levels)
+    ]
+    return [*steps, Step(duration(k), "restore", k.links)]
+
+
+def duration(k: Knobs) -> float:
+    return k.clean_s + k.phase_s * len(k.levels)
+
+
+def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
+    src, dst = pick_hosts(topo, None, None)
+    seconds = sender_seconds(duration(k))
+    flows = {
+        "mrc": Flow("mrc", "mrc", src, dst, MRC_BASE_PORT, seconds, msg_len=MSG_LEN),
+        "tcp": Flow("tcp", "tcp", src, dst, TCP_BASE_PORT, seconds),
+        "tcp8": Flow("tcp8", "tcp", src, dst, TCP_BASE_PORT, seconds, streams=8),
+    }
+    steps = tuple(schedule(k))
+    return tuple(Run(name, (flow,), duration(k), steps) for name, flow in flows.items())
+
+
+def windows(res: RunResult, k: Knobs) -> list[tuple[float, float]]:
+    """Each phase's measurement window (lossless first): from when its loss was in place
+    (the step's apply returned) plus ``settle_s``, to when the next was asked for."""
+    played = sorted(res.played, key=lambda p: p[1])
+    name = res.run.flows[0].name
+    begins = [warm(res, [name], 0.0), *(t_after for _s, _t, t_after in played)]
+    stops = [*(t_before for _s, t_before, _t in played), res.t_stop]
+    return [(begins[i] + k.settle_s, min(stops[i], res.t_stop)) for i in range(len(k.levels) + 1)]
+
+
+def phases(res: RunResult, k: Knobs) -> list[float]:
+    """Goodput of the run's flow in each phase's window."""
+    return [rate(res.deliveries, [res.run.flows[0].name], a, b) for a, b in windows(res, k)]
+
+
+def line_rate(topo: Topology, name: str) -> float:
+    """What the transport could reach: MRC and 8 TCP streams every port, 1 TCP flow one."""
+    ports = {"mrc": topo.planes, "tcp": 1, "tcp8": min(8, topo.planes)}[name]
+    return float(topo.host_link.rate_bps * ports)
+
+
+def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
+    goodputs = {r.run.name: phases(r, k) for r in results}
+    frac = {n: [ratio(g, gs[0]) for g in gs[1:]] for n, gs in goodputs.items()}
+    numbers: dict[str, Any] = {
+        "levels_pct": list(k.levels),
+        "goodput_bps": goodputs,
+        "fraction_of_lossless": frac,
+        "fraction_of_line_rate": {
+            n: [ratio(g, line_rate(topo, n)) for g in gs] for n, gs in goodputs.items()
+        },
+        "line_rate_bps": {n: line_rate(topo, n) for n in goodputs},
+        "windows_s": {
+            r.run.name: [
+                [round(a - r.t_origin, 3), round(b - r.t_origin, 3)] for a, b in windows(r, k)
+            ]
+            for r in results
+        },
+    }
+    return Findings(tuple(_rows(topo, k, goodputs, frac)), numbers)
+
+
+def _lab(frac: dict[str, list[float | None]], i: int) -> str:
+    return "; ".join(f"{TRANSPORTS[n]} {pct(f[i])}" for n, f in frac.items()) + " of lossless"
+
+
+def _rows(
+    topo: Topology, k: Knobs, goodputs: dict[str, list[float]], frac: dict[str, list[float | None]]
+) -> list[Row]:
+    rows = []
+    for i, level in enumerate(k.levels):
+        rows.append(_mrc_row(topo, level, i, goodputs, frac))
+        tcp = frac["tcp"][i]
+        collapsed = tcp is not None and tcp < 0.2
+        rows.append(
+            Row(
+                f"{level:g}% loss: single-path RoCE collapses"
+                + (" (unusable)" if level >= 1 else ""),
+                _lab(frac, i),
+                "agrees"
+                if collapsed
+                else f"differs: TCP kept {pct(tcp)}; its SACK resends only the lost segment, "
+                "RoCE's go-back-N all that followed it",
+                collapsed,
+            )
+        )
+    return rows
+
+
+def _mrc_row(
+    topo: Topology,
+    level: float,
+    i: int,
+    goodputs: dict[str, list[float]],
+    frac: dict[str, list[float | None]],
+) -> Row:
+    mrc = frac["mrc"][i]
+    if level < 1:
+        ok = mrc is not None and mrc >= 0.9
+        return Row(
+            f"{level:g}% loss: MRC barely affected",
+            f"MRC {pct(mrc)} of lossless ({mbit(goodputs['mrc'][i + 1])})",
+            "agrees" if ok else f"differs: MRC lost {pct(None if mrc is None else 1 - mrc)}",
+            ok,
+        )
+    of_line = ratio(goodputs["mrc"][i + 1], line_rate(topo, "mrc"))
+    ok = of_line is not None and 0.2 <= of_line <= 0.5
+    better = of_line is not None and of_line > 0.5
+    verdict = (
+        "agrees"
+        if ok
+        else f"MRC did better than the paper's third: {pct(of_line)} of line rate"
+        if better
+        else f"differs: MRC kept {pct(of_line)} of line rate"
+    )
+    return Row(
+        f"{level:g}% loss: MRC keeps about a third of line rate",
+        f"MRC {pct(of_line)} of line rate ({mbit(goodputs['mrc'][i + 1])}), {pct(mrc)} of lossless",
+        verdict,
+        ok or better,
+    )
+
+
+def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
+    goodputs = {r.run.name: phases(r, k) for r in results}
+    groups = ["no loss", *(f"{x:g}% loss" for x in k.levels)]
+    grouped_bars_png(
+        path,
+        groups,
+        {TRANSPORTS[n]: [ratio(g, gs[0]) or 0.0 for g in gs] for n, gs in goodputs.items()},
+        (MRC_COLOURS[0], TCP_COLOURS[0], TCP_COLOURS[1]),
+        title=f"Random loss on {'every link' if k.links == '@links' else 'every T0-T1 link'}: "
+        "goodput as a fraction of the lossless run",
+        ylabel="fraction of lossless goodput",
+        line=(1.0, "lossless"),
+        top=1.3,
+    )
+
+
+EXPERIMENT = Experiment(
+    name="loss",
+    code="loss",
+    title="random loss on every link: MRC vs TCP (1 flow, 8 streams)",
+    paper="Under 0.1% loss MRC is barely affected while single-path RoCE collapses; at 1% "
+    "loss MRC keeps about a third of line rate and RoCE is unusable.",
+    fabric=Fabric(preset="default", rate_bps=20_000_000),
+    full=Knobs(),
+    quick=Knobs(clean_s=2.0, phase_s=2.5, settle_s=0.5),
+    check=check,
+    plan=plan,
+    measure=measure,
+    plot=plot,
+)

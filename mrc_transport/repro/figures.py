@@ -1,0 +1,56 @@
+"""The experiments' PNGs, drawn by demo/plot.py: goodput timelines with the faults shaded,
+and grouped bars."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from mrc_transport.demo.plot import timeline_png
+from mrc_transport.demo.timeline import Delivery, FaultWindow, Goodput, goodput
+from mrc_transport.repro.spec import RunResult
+
+
+def series_of(
+    deliveries: Sequence[Delivery], t0: float, t1: float, bin_s: float, origin: float
+) -> Goodput:
+    """One flow's goodput in bins, its time axis in seconds since ``origin``."""
+    g = goodput(deliveries, t0, t1, bin_s)
+    return replace(g, t0=g.t0 - origin)
+
+
+def shifted(faults: Sequence[FaultWindow], origin: float) -> list[FaultWindow]:
+    return [replace(f, t_start=f.t_start - origin, t_end=f.t_end - origin) for f in faults]
+
+
+def run_timeline(
+    path: Path,
+    res: RunResult,
+    *,
+    bin_s: float,
+    title: str,
+    flows: Mapping[str, Sequence[str]] | None = None,
+    fault_labels: bool = True,
+    faults: Sequence[FaultWindow] | None = None,
+) -> None:
+    """A run's goodput over time, the faults shaded. ``flows`` maps a line's label to the
+    flows it sums (default: one line per flow)."""
+    groups = flows or {f.name: [f.name] for f in res.run.flows}
+    kinds = {f.name: f.kind for f in res.run.flows}
+    series = {}
+    line_kinds = {}
+    for label, names in groups.items():
+        wanted = set(names)
+        mine = [d for d in res.deliveries if d.flow in wanted]
+        series[label] = series_of(mine, res.t_origin, res.t_stop, bin_s, res.t_origin)
+        line_kinds[label] = kinds[names[0]]
+    timeline_png(
+        path,
+        series,
+        line_kinds,
+        shifted(res.faults if faults is None else faults, res.t_origin),
+        0.0,
+        title=title,
+        fault_labels=fault_labels,
+    )
