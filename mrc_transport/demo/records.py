@@ -8,19 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from mrc_transport import jsonl
 from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.timeline import Delivery
+from mrc_transport.perf.records import record, record_line
 
-
-def record(t_mono: float, nbytes: int, flow: str) -> dict[str, Any]:
-    return {"t_mono": t_mono, "nbytes": nbytes, "flow": flow}
-
-
-def record_line(t_mono: float, nbytes: int, flow: str) -> str:
-    return json.dumps(record(t_mono, nbytes, flow), separators=(",", ":"))
+__all__ = ["parse_record", "read_records", "record", "record_line", "write_records"]
 
 
 def write_records(path: str | Path, deliveries: Iterable[Delivery]) -> int:

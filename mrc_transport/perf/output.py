@@ -175,7 +175,7 @@ def write_records(opts: PerfOptions, records: Sequence[tuple[float, int]]) -> No
     if not opts.records:
         return
     from mrc_transport import jsonl
-    from mrc_transport.demo.records import record
+    from mrc_transport.perf.records import record
 
     jsonl.write(opts.records, (record(t, n, opts.flow) for t, n in records))
 
