@@ -1,6 +1,6 @@
 """`mrc demo failover`: break the fabric under an MRC transfer and a single-path TCP flow.
 
-Theory of operation (issue 6). On one host pair in different racks, the demo
+Theory of operation. On one host pair in different racks, the demo
 
 1. brings up the lab (``labs.apply.up``) under its own name;
 2. starts the receivers in the destination host's namespace: the TCP baseline
@@ -108,7 +108,7 @@ class FailoverConfig:
     dst: str | None = None
     """Receiving host (default: the first host of rack 0)."""
     bin_s: float = 0.01
-    """Goodput bin (issue 6: 10 ms or finer)."""
+    """Goodput bin (10 ms or finer, to see a stall)."""
 
 
 def pick_hosts(topo: Topology, src: str | None, dst: str | None) -> tuple[str, str]:

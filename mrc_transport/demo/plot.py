@@ -60,7 +60,7 @@ def timeline_png(
         ys = [v / 1e6 for v in _moving_average(g.bps, smooth_bins)]
         xs = [t - t_origin for t in g.times()]
         # A receiver that drains a backlog after a stall delivers seconds of data in one
-        # bin (measured: 1.3 Gbit/s in 10 ms on a 100 Mbit/s path); scale the axis to the
+        # bin, far above the path's rate; scale the axis to the
         # 99th percentile so that one spike does not flatten the picture (it is clipped).
         top = max(top, _percentile(ys, 0.99))
         label = {"mrc": "MRC", "tcp": "TCP over ECMP"}.get(kind, kind)

@@ -1,6 +1,6 @@
 """The failover demo's JSON report and summary table; the collisions demo's document.
 
-The JSON is for scripts (issue 6): a top-level ``verified`` that is true only when every
+The JSON is for scripts: a top-level ``verified`` that is true only when every
 byte of every MRC flow matched, and a ``faults`` list whose entries carry at least kind,
 target, t_start, t_end, mrc_stall_ms, mrc_recovery_ms, tcp_stall_ms. Times in the report
 are seconds since the transfers started (``t_origin_mono``); the raw CLOCK_MONOTONIC
@@ -288,7 +288,7 @@ def explain_stalls(
 
 
 def summary_table(rows: Sequence[FaultRow]) -> Any:
-    """A rich Table: per fault, MRC stall, MRC recovery, TCP stall (issue 6)."""
+    """A rich Table: per fault, MRC stall, MRC recovery, TCP stall."""
     from rich.table import Table
 
     table = Table(title="Faults: MRC versus single-path TCP over ECMP", title_justify="left")

@@ -1,7 +1,7 @@
 """The failover demo's fault schedule: failures as data (ipmininet's runFailurePlan).
 
 A schedule is a list of ``Step``s, each an action on a lab target at a time offset from the
-start of the transfers. The default (issue 6) walks through the faults the paper reports
+start of the transfers. The default walks through the faults the paper reports
 from production (mrc-protocol-notes.md, "Failure behaviour reported in production"): a gray
 cut of a T0-T1 link that carries the TCP baseline (and, since MRC sprays over every path,
 MRC too), a hard cut of the same link, a flap, a T1 switch that stops forwarding and a
@@ -88,7 +88,7 @@ class Step:
 
 
 def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
-    """Issue 6's sequence, one action every step_s seconds, starting after one step."""
+    """The workshop's sequence, one action every step_s seconds, starting after one step."""
     link, t1, port = PLACEHOLDERS
     plan = [
         Step(0, "cut", link, mode="gray"),

@@ -11,7 +11,7 @@ clock translation. From them, per fault and per flow:
   ``t_stop`` (a lower bound), and a fault before the first delivery counts from
   ``t_begin``.
 - recovery: the time from t_start until goodput, averaged over ``hold_bins`` bins of
-  ``bin_s``, is back at or above ``fraction`` (90%, issue 6) of the capacity that survives.
+  ``bin_s``, is back at or above ``fraction`` (90%) of the capacity that survives.
   The surviving capacity is the healthy pre-fault goodput times a fraction the caller gives
   (e.g. paths alive / paths before: the paper's "one T0-T1 link lost costs 1/N of the
   capacity", mrc-protocol-notes.md). The healthy goodput is measured over the last
@@ -357,7 +357,7 @@ class Params:
     """Knobs of the analysis; the defaults are the issue's."""
 
     bin_s: float = 0.01
-    """Goodput bin width (issue 6: 10 ms or finer)."""
+    """Goodput bin width (the demo needs 10 ms or finer to see a stall)."""
     margin: float = 0.5
     """Seconds after a fault's end still attributed to it."""
     pre_s: float = 1.0

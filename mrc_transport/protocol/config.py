@@ -104,8 +104,7 @@ class Config:
     and target use base RTT + this (ours: 0 for a NIC or the simulator; a userspace
     endpoint handles packets in batches and is scheduled in slices, so its min RTT sample
     is a lucky one and 1.5 x rate x min RTT cannot fill the pipe: io/endpoint.py sets
-    1 ms, measured in the lab as the gap between min RTT ~0.4 ms and RTT at low load
-    ~1-1.5 ms)."""
+    1 ms, about the lab's gap between min RTT and RTT at low load; docs/measurements.md)."""
     nscc_target_rtts: float = 1.0
     """NSCC target queueing delay in base RTTs (htsim: 0.75 with trimming, 1.0 without;
     the kernel does not trim)."""

@@ -452,8 +452,8 @@ class EvSet:
         A NIC's RTT hardly varies; a userspace stack's smoothed RTT is several times its
         minimum (scheduling, queues), so a reply due within a few *base* RTTs comes back
         after the next probe went out, counts as a failure, and 80 retired EVs then probe
-        each other's replies into a queue: a probe storm that never readmits (measured
-        after a port restore: 23k probes in 1.5 s, goodput down to 20 Mbit/s; ours)."""
+        each other's replies into a queue: a probe storm that never readmits (seen after a
+        port restore; docs/measurements.md; ours)."""
         return max(self.base_rtt, self.srtt)
 
     def next_probe_time(self) -> float:
@@ -527,7 +527,7 @@ class EvSet:
         Without this, a port shared with other traffic (the demo's TCP flow) drains
         slower than the others, and spraying by EV count makes every port wait for it:
         the connection got 4 x the shared port's leftover rate instead of the sum of the
-        ports' leftover rates (measured in the failover demo; ours)."""
+        ports' leftover rates (the failover demo; docs/measurements.md; ours)."""
         full: Collection[int] = self.window_full if window else ()
         busy = self.ports_busy
         if not busy:

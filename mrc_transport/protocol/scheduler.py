@@ -59,9 +59,9 @@ class RandomScheduler(Scheduler):
 
     Picking the plane at random as well would give each plane the same share on average,
     but at full load each NIC port is then a queue whose arrivals are a random walk around
-    its drain rate: in the shaped lab its queue wandered to 10-20 ms, those packets came
-    55 packets late and were declared lost (240 spurious retransmits in 4 s, 92% of the
-    port rates); planes in turn keep every port's queue short (4-21, 97%). The weights
+    its drain rate: in the shaped lab its queue wandered far enough that packets came late
+    and were declared lost, and planes in turn keep every port's queue short
+    (docs/measurements.md). The weights
     keep the paper's property that a plane with retired EVs gets less traffic.
     """
 

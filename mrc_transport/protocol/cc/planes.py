@@ -4,9 +4,9 @@ UET runs one NSCC window per connection, over every path it sprays on. With mult
 NICs each plane is a separate network that shares nothing with the others but the two
 hosts, and each leaves the NIC through a port of its own: a queue on one plane (another
 flow on the same port, an incast at one last hop) says nothing about the others. With
-one window, that plane's delay and losses shrank the window of the whole connection:
-in the failover demo a TCP flow on one plane of four held MRC at 264-297 Mbit/s where a
-fixed window reached 348-360 (400 Mbit/s of ports; measured). So by default every plane
+one window, that plane's delay and losses shrank the window of the whole connection (in
+the failover demo, a TCP flow on one plane of four held MRC well below a fixed window;
+docs/measurements.md). So by default every plane
 runs its own instance of the algorithm, sized for its port (the NIC rate over the
 planes), fed with the bytes acked on it and the RTT and ECN echo of packets sent on it.
 ``cc_scope = "connection"`` keeps UET's single window.

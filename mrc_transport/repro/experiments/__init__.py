@@ -1,4 +1,4 @@
-"""The seven experiments of issue 18, in the order `mrc repro all` runs them."""
+"""The seven experiments of the paper at lab scale, in the order `mrc repro all` runs them."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ incast's port spreading upstream) cannot happen here. A single-path victim still
 what the single-path incast flows that ECMP hashed onto its uplink and downlink take;
 sprayed MRC flows spread over every T1 and leave room on each.
 
-Packet trimming (issue 17, not in this build): a fabric whose link classes trim
-(``--topology`` with ``trim:``) changes the incast's own losses at h0's port into NACKed
+Packet trimming: a fabric whose link classes trim (``--topology`` with ``trim:``; the
+endpoint does not NACK the stubs yet, so they are recovered as losses) changes the incast's own losses at h0's port into NACKed
 stubs; the victim's measure stays the same.
 """
 
