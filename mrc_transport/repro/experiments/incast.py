@@ -19,8 +19,8 @@ what the single-path incast flows that ECMP hashed onto its uplink and downlink 
 sprayed MRC flows spread over every T1 and leave room on each.
 
 Packet trimming: a fabric whose link classes trim (``--topology`` with ``trim:``; the
-endpoint does not NACK the stubs yet, so they are recovered as losses) changes the incast's own losses at h0's port into NACKed
-stubs; the victim's measure stays the same.
+endpoint does not NACK the stubs yet, so they are recovered as losses) changes the
+incast's own losses at h0's port into trimmed stubs; the victim's measure stays the same.
 """
 
 from __future__ import annotations
