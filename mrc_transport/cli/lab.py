@@ -41,6 +41,16 @@ def register(subparsers: Any, help_text: str) -> None:
         p.set_defaults(func=_guarded(func))
         return p
 
+    _register_lifecycle(add)
+    _register_faults(add)
+    _register_capture(add)
+
+
+Add = Callable[..., argparse.ArgumentParser]
+"""``add(name, func, text, named=True)``: a lab subcommand's parser (``register``)."""
+
+
+def _register_lifecycle(add: Add) -> None:
     p = add("up", _up, "create the lab's namespaces, links, routes, SIDs, shaping, marking")
     src = p.add_mutually_exclusive_group()
     src.add_argument(
@@ -64,6 +74,9 @@ def register(subparsers: Any, help_text: str) -> None:
     p = add("check", _check, "probe every path between every host pair in both encodings")
     p.add_argument("--json", action="store_true", help="a JSON list of probe results")
     p.add_argument("--timeout", type=float, default=1.0, help="seconds (default 1)")
+
+
+def _register_faults(add: Add) -> None:
     p = add("cut", _cut, "cut a link: hard (carrier loss) or gray (silent drop)")
     p.add_argument("link", help='"a:b", e.g. t0-p0-0:t1-p0-1')
     p.add_argument("--mode", choices=("hard", "gray"), default="hard")
@@ -78,6 +91,9 @@ def register(subparsers: Any, help_text: str) -> None:
     p.add_argument("--loss", type=float, required=True, metavar="PCT")
     p = add("fail", _fail, "a switch stops forwarding, or a HOST:PORT goes down")
     p.add_argument("target")
+
+
+def _register_capture(add: Add) -> None:
     add("events", _events, "print the lab's fault log (JSONL)")
     p = add("capture", _capture, "record a node's ports into one pcapng (dumpcap in its namespace)")
     p.add_argument("target", metavar="NODE[:PORT]", help="NODE (every port) or NODE:PORT[,PORT..]")

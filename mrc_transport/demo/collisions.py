@@ -204,30 +204,50 @@ def _window_meta(res: RunResult, flows: Sequence[str], duration: float) -> list[
 def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]:
     """Both runs on one lab; returns the report (also cfg.out/collisions.json) and writes
     cfg.out/collisions.png."""
-    import trio
     from rich.console import Console
 
-    from labs.apply import down, up
-    from mrc_transport.demo.failover import unwrap
     from mrc_transport.demo.plot import collisions_png
-    from mrc_transport.demo.procs import Children
-    from mrc_transport.demo.report import collisions_report, write_json
+    from mrc_transport.demo.report import write_json
 
     console = console or Console()
+    _check(cfg)
+    pairs = permutation(cfg.topo)
+    flows = [pair_name(s, d) for s, d in pairs]
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    console.print(
+        f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: " + ", ".join(flows),
+        highlight=False,
+    )
+    ecmp, mrc = _both_runs(cfg, pairs, console)
+    ecmp_bps, mrc_bps = _rates(ecmp, flows, cfg.duration), _rates(mrc, flows, cfg.duration)
+    port = float(cfg.topo.host_link.rate_bps)
+    doc = _report(cfg, flows, ecmp, mrc, ecmp_bps, mrc_bps)
+    write_json(cfg.out / "collisions.json", doc)
+    collisions_png(cfg.out / "collisions.png", ecmp_bps, mrc_bps, port)
+    _print(console, doc, flows)
+    return doc
+
+
+def _check(cfg: CollisionsConfig) -> None:
     check_fabric(cfg.topo)
     if os.geteuid() != 0:
         raise DemoError("needs root (network namespaces); try sudo")
     if cfg.duration <= WARMUP_S + TAIL_S:
         raise DemoError(f"--duration must be more than {WARMUP_S + TAIL_S:g} s")
-    pairs = permutation(cfg.topo)
-    flows = [pair_name(s, d) for s, d in pairs]
-    cfg.out.mkdir(parents=True, exist_ok=True)
+
+
+def _both_runs(
+    cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], console: Any
+) -> tuple[RunResult, RunResult]:
+    """TCP over ECMP, then MRC, on one lab that is always removed."""
+    import trio
+
+    from labs.apply import down, up
+    from mrc_transport.demo.failover import unwrap
+    from mrc_transport.demo.procs import Children
+
     children = Children(cfg.out / "logs")
     ecmp, mrc = RunResult(), RunResult()
-    console.print(
-        f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: " + ", ".join(flows),
-        highlight=False,
-    )
     try:
         up(cfg.topo, cfg.lab)
         try:
@@ -240,9 +260,21 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
     finally:
         children.kill_all()
         down(cfg.lab)
-    ecmp_bps, mrc_bps = _rates(ecmp, flows, cfg.duration), _rates(mrc, flows, cfg.duration)
+    return ecmp, mrc
+
+
+def _report(
+    cfg: CollisionsConfig,
+    flows: Sequence[str],
+    ecmp: RunResult,
+    mrc: RunResult,
+    ecmp_bps: dict[str, float],
+    mrc_bps: dict[str, float],
+) -> dict[str, Any]:
+    from mrc_transport.demo.report import collisions_report
+
     port = float(cfg.topo.host_link.rate_bps)
-    doc = collisions_report(
+    return collisions_report(
         ecmp_bps,
         mrc_bps,
         port,
@@ -255,7 +287,7 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
                 "ecmp": _window_meta(ecmp, flows, cfg.duration),
                 "mrc": _window_meta(mrc, flows, cfg.duration),
             },
-            "pairs": flows,
+            "pairs": list(flows),
             "planes": cfg.topo.planes,
             "scheduler": cfg.scheduler,
             "port_rate_bps": port,
@@ -264,10 +296,6 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
             "mrc_verified": mrc.verified,
         },
     )
-    write_json(cfg.out / "collisions.json", doc)
-    collisions_png(cfg.out / "collisions.png", ecmp_bps, mrc_bps, port)
-    _print(console, doc, flows)
-    return doc
 
 
 def _print(console: Any, doc: Mapping[str, Any], flows: Sequence[str]) -> None:
