@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from labs.paths import paths
-from labs.state import STATE_DIR_ENV
 from labs.topology import preset
 from mrc_transport.cli.main import main
 from mrc_transport.demo.collisions import permutation, reshape, window_rates
@@ -30,26 +29,9 @@ from mrc_transport.demo.failover import (
 )
 from mrc_transport.demo.schedule import Step
 from mrc_transport.demo.timeline import Delivery, FaultWindow
+from tests.unit.helpers import error_line
 
-
-@pytest.fixture(autouse=True)
-def no_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
-
-    def must_not_build(*_args: object, **_kwargs: object) -> float:
-        raise AssertionError("the CLI tried to build a lab from input it should refuse")
-
-    monkeypatch.setattr("labs.apply.up", must_not_build)
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
+pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built
 
 
 @pytest.mark.parametrize(
@@ -73,7 +55,7 @@ def test_bad_flags_are_one_line_exit_2(
     argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(argv) == 2
-    one_line_error(capsys, *words)
+    error_line(capsys, *words)
 
 
 @pytest.mark.parametrize(
@@ -96,14 +78,14 @@ def test_bad_schedule_file_is_one_line_exit_2(
     path = tmp_path / "s.yaml"
     path.write_text(text)
     assert main(["demo", "failover", "--preset", "tiny", "--schedule", str(path)]) == 2
-    one_line_error(capsys, *words)
+    error_line(capsys, *words)
 
 
 def test_missing_schedule_file_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["demo", "failover", "--schedule", str(tmp_path / "none.yaml")]) == 2
-    one_line_error(capsys, "none.yaml")
+    error_line(capsys, "none.yaml")
 
 
 def test_valid_input_without_root_says_root(
@@ -111,7 +93,7 @@ def test_valid_input_without_root_says_root(
 ) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     assert main(["demo", "failover", "--preset", "tiny", "--out", str(tmp_path)]) == 2
-    one_line_error(capsys, "root")
+    error_line(capsys, "root")
 
 
 # -- pure pieces --------------------------------------------------------------------------

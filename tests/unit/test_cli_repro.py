@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mrc_transport.cli.main import main
-from tests.unit.test_cli_demo import no_lab, one_line_error
+from tests.unit.helpers import error_line
 
-__all__ = ["no_lab"]  # the demo's autouse fixture: no state outside tmp_path, no lab built
+pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built
 
 
 def _topology(tmp_path: Path, text: str) -> str:
@@ -36,7 +36,7 @@ def test_bad_names_and_flags_are_one_line_exit_2(
     argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(argv) == 2
-    one_line_error(capsys, *words)
+    error_line(capsys, *words)
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_a_fabric_that_cannot_host_the_experiment_is_refused(
     name: str, fabric: str, words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["repro", name, "--topology", _topology(tmp_path, fabric)]) == 2
-    one_line_error(capsys, *words)
+    error_line(capsys, *words)
 
 
 def test_all_checks_every_experiment_before_building_anything(
@@ -66,7 +66,7 @@ def test_all_checks_every_experiment_before_building_anything(
     # loss, permutation and incast fit this fabric; port-loss, later in the order, cannot
     fabric = "planes: 1\nhosts_per_rack: 8\n"
     assert main(["repro", "all", "--topology", _topology(tmp_path, fabric)]) == 2
-    one_line_error(capsys, "port-loss:")
+    error_line(capsys, "port-loss:")
 
 
 def test_help_lists_the_experiments(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,7 @@ from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, expand_runs
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, PathHeader, ProbeHeader
-from tests.unit.test_protocol_connection import pair
+from tests.unit.helpers import pair
 
 MakeEncoder = Callable[[int, int], batchio.BurstEncoder]
 ENCODERS: list[MakeEncoder] = [batchio.PyBurstEncoder]

@@ -33,8 +33,7 @@ from mrc_transport.protocol import Config, Connection, ConnState, Transmit, even
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from mrc_transport.wire.records import RxMeta
-
-from .test_protocol_ev import paths
+from tests.unit.helpers import paths
 
 MSS = 1200
 PEER = 0x5EE5

@@ -18,7 +18,7 @@ from labs.state import STATE_DIR_ENV, new_state, save_state
 from labs.topology import preset
 from mrc_transport.cli.main import main
 from mrc_transport.wireshark import LUA_NAME, lua_path, personal_plugin_dir
-from tests.unit.test_lab_cli import one_line_error
+from tests.unit.helpers import exit_2_line
 
 LAB = "unitcap"
 TINY = preset("tiny")
@@ -106,7 +106,7 @@ def test_bad_targets_and_flags_are_one_line_exit_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     name = [] if "--name" in argv else ["--name", LAB]
-    assert message in one_line_error(capsys, ["lab", "capture", *name, *argv])
+    assert message in exit_2_line(capsys, ["lab", "capture", *name, *argv])
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_on_a_terminal_decoded_lines_or_a_refusal(
     assert argv[:4] == ["tshark", "-l", "-X", f"lua_script:{lua_path()}"]
     capsys.readouterr()
     argv = ["lab", "capture", "--name", LAB, "h0", "-w", "-"]
-    assert "stdout is a terminal" in one_line_error(capsys, argv)
+    assert "stdout is a terminal" in exit_2_line(capsys, argv)
 
 
 def test_an_unwritable_file_is_refused_before_capturing(
@@ -163,7 +163,7 @@ def test_an_unwritable_file_is_refused_before_capturing(
 ) -> None:
     for bad in (tmp_path / "no" / "such.pcapng", tmp_path):
         argv = ["lab", "capture", "--name", LAB, "h0", "-w", str(bad)]
-        assert "cannot write" in one_line_error(capsys, argv)
+        assert "cannot write" in exit_2_line(capsys, argv)
     assert recorded == []
 
 
@@ -192,9 +192,9 @@ def test_wireshark_install(
 
 
 def test_wireshark_bad_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "give --path or --install" in one_line_error(capsys, ["wireshark"])
-    assert "--dir goes with --install" in one_line_error(capsys, ["wireshark", "--dir", "x"])
+    assert "give --path or --install" in exit_2_line(capsys, ["wireshark"])
+    assert "--dir goes with --install" in exit_2_line(capsys, ["wireshark", "--dir", "x"])
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     argv = ["wireshark", "--install", "--dir", str(blocker / "plugins")]
-    assert "cannot install into" in one_line_error(capsys, argv)
+    assert "cannot install into" in exit_2_line(capsys, argv)

@@ -14,6 +14,7 @@ import pytest
 from labs.state import STATE_DIR_ENV, new_state, save_state
 from labs.topology import preset
 from mrc_transport.cli.main import main
+from tests.unit.helpers import exit_2_line
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LAB = "unitlab"
@@ -29,15 +30,6 @@ def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr("labs.apply.up", must_not_build)
     return state
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _saved_lab() -> None:
@@ -72,19 +64,19 @@ def test_graph_svg_draws_every_link_and_node(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["fabric.jpg", "fabric", "fabric.png.txt"])
 def test_graph_bad_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     _saved_lab()
-    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / name), "--name", LAB])
+    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / name), "--name", LAB])
     assert ".png or .svg" in msg
     assert not (tmp_path / name).exists()
 
 
 def test_graph_into_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _saved_lab()
-    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / "no" / "f.svg"), "--name", LAB])
+    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / "no" / "f.svg"), "--name", LAB])
     assert "no/f.svg" in msg
 
 
 def test_graph_of_an_unknown_lab(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    msg = one_line_error(capsys, ["lab", "graph", str(tmp_path / "f.svg"), "--name", "nosuch"])
+    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / "f.svg"), "--name", "nosuch"])
     assert "no lab 'nosuch'" in msg
 
 
@@ -120,7 +112,7 @@ def test_up_refuses_a_bad_topology_file(
     text, expected = BAD_TOPOLOGIES[case]
     path = tmp_path / "topo.yaml"
     path.write_text(text)
-    msg = one_line_error(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
+    msg = exit_2_line(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
     assert expected in msg
     assert msg.startswith("mrc lab: error: ")
 
@@ -129,23 +121,23 @@ def test_up_with_a_missing_topology_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "absent.yaml"
-    msg = one_line_error(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
+    msg = exit_2_line(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
     assert "No such file" in msg
 
 
 @pytest.mark.parametrize("name", ["Upper", "a-b", "1lab", "x" * 13, "../etc", ""])
 @pytest.mark.parametrize("action", ["up", "down", "status", "check", "events"])
 def test_bad_lab_name(capsys: pytest.CaptureFixture[str], action: str, name: str) -> None:
-    msg = one_line_error(capsys, ["lab", action, "--name", name])
+    msg = exit_2_line(capsys, ["lab", action, "--name", name])
     assert "lab name" in msg
 
 
 def test_unknown_lab(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "no lab 'nosuch'" in one_line_error(capsys, ["lab", "status", "--name", "nosuch"])
+    assert "no lab 'nosuch'" in exit_2_line(capsys, ["lab", "status", "--name", "nosuch"])
 
 
 def test_missing_action(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "missing ACTION" in one_line_error(capsys, ["lab"])
+    assert "missing ACTION" in exit_2_line(capsys, ["lab"])
 
 
 @pytest.mark.parametrize(
@@ -159,7 +151,7 @@ def test_missing_action(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_bad_flags(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    one_line_error(capsys, argv)
+    exit_2_line(capsys, argv)
 
 
 @pytest.mark.parametrize("text", ["{not json", "{}", '{"lab": "unitlab"}', "[]"])
@@ -168,4 +160,4 @@ def test_corrupt_state_file(
 ) -> None:
     private_state.mkdir(parents=True)
     (private_state / f"{LAB}.json").write_text(text)
-    assert "unreadable state file" in one_line_error(capsys, ["lab", "status", "--name", LAB])
+    assert "unreadable state file" in exit_2_line(capsys, ["lab", "status", "--name", LAB])

@@ -12,8 +12,7 @@ from mrc_transport.protocol.config import Config
 from mrc_transport.protocol.ev import EvInput, EvSet
 from mrc_transport.protocol.scheduler import SCHEDULERS, make_scheduler
 from mrc_transport.protocol.serial import MASK32, expand
-
-from .test_protocol_ev import paths
+from tests.unit.helpers import paths
 
 
 def evset(n: int = 16) -> EvSet:

@@ -11,8 +11,7 @@ from mrc_transport.protocol import Connection
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from tests.sim.fabric import Fabric, Host
-
-from .test_protocol_connection import pair, payload
+from tests.unit.helpers import pair, payload
 
 
 def established() -> tuple[Fabric, Host, Host, Connection, Connection]:

@@ -5,29 +5,19 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from typing import Any
 
 import pytest
 
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
-from tests.sim.fabric import Fabric, Host, Link
-
-CFG = Config(nic_rate_bps=8e9, ev_count=32, ev_backup=8)
-
-
-def pair(seed: int = 1, cfg: Config = CFG, **link: Any) -> tuple[Fabric, Host, Host]:
-    fabric = Fabric(seed, planes=2, paths_per_plane=2, link=lambda: Link(rate_bps=2e9, **link))
-    return fabric, fabric.add_host("a", cfg), fabric.add_host("b", cfg)
+from tests.sim.fabric import Fabric, Host
+from tests.unit.helpers import PAIR_CFG as CFG
+from tests.unit.helpers import pair, payload
 
 
 def kinds(host: Host) -> list[type[events.Event]]:
     return [type(e) for e in host.events]
-
-
-def payload(n: int, seed: int = 0) -> bytes:
-    return random.Random(seed).randbytes(n)
 
 
 def test_setup_both_sides_established() -> None:

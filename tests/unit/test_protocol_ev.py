@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from ipaddress import IPv6Address
 
 import pytest
 
 from mrc_transport.protocol import events
 from mrc_transport.protocol.config import Config
 from mrc_transport.protocol.ev import EV_BIT, TRANSITIONS, Ev, EvInput, EvSet, EvState, Role
-from srv6.path import SrPath
-
-
-def paths(planes: int = 2, per_plane: int = 4) -> list[SrPath]:
-    out = []
-    for p in range(planes):
-        for k in range(per_plane):
-            a = IPv6Address(f"fd00:{p}::1")
-            b = IPv6Address(f"fd00:{p}::2")
-            out.append(SrPath(p, ("t0-a", f"t1-p{p}-{k}", "t0-b"), a, b, b, (b,), f"p{p}"))
-    return out
+from tests.unit.helpers import paths
 
 
 def state(ev: Ev) -> EvState:

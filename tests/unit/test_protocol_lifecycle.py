@@ -9,8 +9,8 @@ from mrc_transport.protocol import Connection, ConnState, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Host
-
-from .test_protocol_connection import CFG, pair, payload
+from tests.unit.helpers import PAIR_CFG as CFG
+from tests.unit.helpers import pair, payload
 
 
 def closed_events(host: Host) -> dict[int, list[str]]:

@@ -12,8 +12,7 @@ from mrc_transport.protocol.cc import FixedWindow, Nscc
 from mrc_transport.protocol.cc.planes import PlaneWindows
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire import frames
-
-from .test_protocol_ev import paths
+from tests.unit.helpers import paths
 
 CFG = Config(nic_rate_bps=4e9, mss=1000, initial_window=40_000)
 

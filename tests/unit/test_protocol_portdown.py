@@ -9,52 +9,19 @@ import random
 
 import pytest
 
-from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
+from mrc_transport.protocol import Config, Connection, Transmit, events
 from mrc_transport.protocol.ev import EvInput, EvSet, EvState, Role
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from tests.sim.fabric import Fabric
+from tests.unit.helpers import SMALL_CFG as CFG
+from tests.unit.helpers import as_packet, drain, established, paths, psn
 
-from .test_protocol_ev import paths
-
-CFG = Config(nic_rate_bps=8e9, ev_count=16, ev_backup=4)
 DEAD = 1  # the plane whose port goes down
-
-
-def established(seed: int = 1) -> tuple[Fabric, Connection, Connection]:
-    """A client and a server connection, established over 2 planes x 2 paths; from then
-    on the test moves packets between them by hand."""
-    fabric = Fabric(seed, planes=2, paths_per_plane=2)
-    a, b = fabric.add_host("a", CFG), fabric.add_host("b", CFG)
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-2, lambda: conn.state is ConnState.ESTABLISHED and bool(b.endpoint.connections))
-    [server] = b.endpoint.connections.values()
-    assert conn.state is server.state is ConnState.ESTABLISHED
-    drain(conn)
-    drain(server)
-    return fabric, conn, server
-
-
-def drain(conn: Connection) -> list[events.Event]:
-    out = []
-    while (e := conn.next_event()) is not None:
-        out.append(e)
-    return out
-
-
-def as_packet(tx: Transmit) -> frames.Packet:
-    """``tx`` as it arrives at the peer (its source address names the plane)."""
-    ph = frames.PathHeader(tx.path.src.packed, tx.path.dst.packed, ev=tx.ev, dscp=tx.dscp)
-    return frames.Packet(ph, tx.header, bytes(tx.payload))
 
 
 def opcode(tx: Transmit) -> Opcode:
     return tx.header.common.opcode
-
-
-def psn(tx: Transmit) -> int:
-    assert isinstance(tx.header, frames.DataHeader)
-    return tx.header.psn
 
 
 def dead_port_evs(conn: Connection) -> list[int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from mrc_transport.protocol import Connection, Transmit
 from mrc_transport.wire import frames
-
-from .test_protocol_portdown import CFG, as_packet, established, psn
+from tests.unit.helpers import SMALL_CFG as CFG
+from tests.unit.helpers import as_packet, established, psn
 
 
 def _sacks(server: Connection, data: list[Transmit], now: float) -> list[frames.Packet]:

@@ -17,8 +17,7 @@ from mrc_transport.protocol.scheduler import (
     RoundRobinScheduler,
     make_scheduler,
 )
-
-from .test_protocol_ev import paths
+from tests.unit.helpers import paths
 
 PER_PLANE = 16
 
