@@ -103,13 +103,14 @@ class Connection:
         now: float,
         *,
         peer_setup: frames.SetupHeader | None = None,
+        ports_busy: set[int] | None = None,
     ) -> None:
         self.cfg, self.rng, self.conn = cfg, rng, conn
         self.counters = ConnCounters()
         self._events: deque[events.Event] = deque()
-        self.evs = EvSet(paths, cfg, rng, conn, self._events.append)
-        self.scheduler = make_scheduler(cfg.scheduler, rng)
+        self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
         self.cc = PlaneWindows(cfg, self.evs.planes)
+        self.scheduler = make_scheduler(cfg.scheduler, rng, self.cc.alpha)
         self.initial_psn = rng.getrandbits(32)
         self.commons = Commons(conn)
         self.sender = Sender(

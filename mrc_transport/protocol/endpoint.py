@@ -39,8 +39,8 @@ class Endpoint:
         self.counters = EndpointCounters()
         self._next_reader = 0
         self.ports_busy: set[int] = set()
-        """Planes whose local port queue is full (``port_busy``); shared with every
-        connection's EV set, since the host's ports are."""
+        """Planes whose local port queue is full (``port_busy``); every connection's EV set
+        reads it, since the host's ports are shared."""
 
     def _new_id(self) -> int:
         while True:
@@ -53,10 +53,16 @@ class Endpoint:
 
     def connect(self, paths: Sequence[SrPath], now: float) -> Connection:
         """Open a connection over ``paths``; SETUP goes out with the next send."""
-        return self._add(Connection(self.cfg, paths, self._child_rng(), self._new_id(), now))
+        return self._add(paths, now)
 
-    def _add(self, conn: Connection) -> Connection:
-        conn.evs.ports_busy = self.ports_busy
+    def _add(
+        self, paths: Sequence[SrPath], now: float, peer_setup: frames.SetupHeader | None = None
+    ) -> Connection:
+        """A new connection of this host (its id, random stream and ports), kept."""
+        rng, conn_id = self._child_rng(), self._new_id()
+        conn = Connection(
+            self.cfg, paths, rng, conn_id, now, peer_setup=peer_setup, ports_busy=self.ports_busy
+        )
         self.connections[conn.conn] = conn
         self.counters.connections += 1
         return conn
@@ -126,9 +132,7 @@ class Endpoint:
         if not paths or h.common.opcode is not frames.Opcode.SETUP:
             self.counters.setup_refused += 1
             return
-        conn = self._add(
-            Connection(self.cfg, paths, self._child_rng(), self._new_id(), now, peer_setup=h)
-        )
+        conn = self._add(paths, now, h)
         self._by_peer[h.common.src_conn] = conn
 
     def send_failed(self, tx: Transmit, now: float) -> None:

@@ -37,7 +37,6 @@ import enum
 import math
 import random
 from collections.abc import Callable, Collection, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from srv6.path import SrPath
@@ -182,7 +181,13 @@ class EvSet:
     """Active, backup and retired EVs of one connection, and the state table's effects."""
 
     def __init__(
-        self, paths: Sequence[SrPath], cfg: Config, rng: random.Random, conn: int, emit: Emit
+        self,
+        paths: Sequence[SrPath],
+        cfg: Config,
+        rng: random.Random,
+        conn: int,
+        emit: Emit,
+        ports_busy: set[int] | None = None,
     ) -> None:
         if not paths:
             raise ValueError("an EV set needs at least one path")
@@ -209,20 +214,15 @@ class EvSet:
         self.floor_held = 0
         self.base_rtt = cfg.initial_rtt
         self.srtt = cfg.initial_rtt
-        """Smoothed RTT (the sender keeps both up to date)."""
+        """Smoothed RTT (``on_rtt_sample`` keeps both up to date)."""
         self.ports_down: dict[int, float] = {}
         """Planes whose local port refused a send -> when to probe that port next."""
-        self.plane_marked: dict[int, float] = {}
-        """Per plane: the moving average of its SACKs' ECN echoes (the sender's windows
-        keep it, cc/planes.py); the default scheduler weighs planes by it."""
-        self.window_full: AbstractSet[int] = frozenset()
-        """Planes whose congestion window has no room for the next packet (the sender
-        sets it before each pick: cc/planes.py)."""
-        self.ports_busy: set[int] = set()
-        """Planes whose local port queue is full right now (the IO layer says so through
-        ``Endpoint.port_busy``; one set shared by every connection of the host). Spraying
-        leaves them out while another plane is free, as a multi-port NIC serves each
-        port's queue at that port's own rate (ours; see ``usable_planes``)."""
+        self.ports_busy: set[int] = set() if ports_busy is None else ports_busy
+        """Planes whose local port queue is full right now: the host's set, shared by
+        every connection of the host and kept by the IO layer through
+        ``Endpoint.port_busy`` (read only here). Spraying leaves them out while another
+        plane is free, as a multi-port NIC serves each port's queue at that port's own
+        rate (ours; see ``skip_planes``)."""
         self.peer_plane = {p.dst.packed: p.plane for p in self.paths}
         """The peer's address on each plane -> that plane: a packet's source names the
         plane it came over."""
@@ -410,6 +410,21 @@ class EvSet:
         ev.acked += 1
         self.path_fail[ev.path_key] = 0
 
+    def on_ecn_echo(self, ev: Ev, now: float) -> None:
+        """A SACK reflected ``ev`` with an ECN echo: its path is busier than the others."""
+        ev.ecn += 1
+        self._emit(events.EcnMarked(now, self.conn, ev.value))
+        self.apply(ev, EvInput.ECN, now)
+
+    def on_lost(self, ev: Ev, why: EvInput, now: float) -> None:
+        """A packet sent on ``ev`` was declared lost; ``why`` is the state table's input."""
+        ev.lost += 1
+        self.apply(ev, why, now)
+
+    def on_rtt_sample(self, base_rtt: float, srtt: float) -> None:
+        """The sender's least and smoothed RTTs after a new sample (rtt.py)."""
+        self.base_rtt, self.srtt = base_rtt, srtt
+
     def port_down(self, plane: int, now: float) -> None:
         """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py):
         retire every EV leaving through it, backups first so none is promoted only to be
@@ -518,17 +533,17 @@ class EvSet:
         pool = pool or list(self.by_value.values())
         return pool[self.rng.randrange(len(pool))]
 
-    def skip_planes(self, *, window: bool = True) -> Collection[int]:
-        """Planes a pick leaves out: those whose window is full (unless ``window`` is
-        False) and those whose local port is busy, as long as another plane with usable
-        EVs is neither (the IO layer queues per port, so nothing is lost by picking a
-        busy one when all are). Cheap in the common case: no busy port, no allocation.
+    def skip_planes(self, full: Collection[int] = ()) -> Collection[int]:
+        """Planes a pick leaves out: ``full`` (those whose congestion window has no room
+        for the packet: the sender's word, cc/planes.py) and those whose local port is
+        busy, as long as another plane with usable EVs is neither (the IO layer queues per
+        port, so nothing is lost by picking a busy one when all are). Cheap in the common
+        case: no busy port, no allocation.
 
-        Without this, a port shared with other traffic (the demo's TCP flow) drains
-        slower than the others, and spraying by EV count makes every port wait for it:
-        the connection got 4 x the shared port's leftover rate instead of the sum of the
-        ports' leftover rates (the failover demo; docs/measurements.md; ours)."""
-        full: Collection[int] = self.window_full if window else ()
+        Without this, a port shared with other traffic drains slower than the others, and
+        spraying by EV count makes every port wait for it: the connection gets the number
+        of ports times the shared port's leftover rate instead of the sum of the ports'
+        leftover rates (ours; docs/measurements.md, "The sender's design figures")."""
         busy = self.ports_busy
         if not busy:
             return full
@@ -537,9 +552,9 @@ class EvSet:
             return busy.union(full)
         return full
 
-    def usable_planes(self, *, window: bool = True) -> list[int]:
+    def usable_planes(self, full: Collection[int] = ()) -> list[int]:
         """Planes with usable EVs that a pick may take (``skip_planes``)."""
-        usable, skip = self.usable_by_plane, self.skip_planes(window=window)
+        usable, skip = self.usable_by_plane, self.skip_planes(full)
         return [p for p in self.planes if usable[p] and p not in skip]
 
     def usable_in(self, plane: int) -> list[Ev]:

@@ -1,13 +1,16 @@
 """Spraying schedulers: which EV the next data packet takes.
 
-A scheduler sees the EV set and picks one EV per packet; it may learn from clean SACKs.
-Add one by subclassing ``Scheduler`` and listing it in ``SCHEDULERS``.
+A scheduler sees the EV set and picks one EV per packet, leaving out the planes whose
+congestion window is full for that packet (the sender says which); it may weigh planes by
+their share of ECN-marked SACKs and learn from clean SACKs. Add one by subclassing
+``Scheduler`` and listing it in ``SCHEDULERS``.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Collection
 from typing import ClassVar
 
 from mypy_extensions import mypyc_attr
@@ -21,20 +24,26 @@ class Scheduler:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
         self.rng = rng
+        self.marked: dict[int, float] = {} if marked is None else marked
+        """Per plane: the moving average of the ECN echoes among its SACKs (the sender's
+        windows keep it, cc/planes.py; read only here)."""
 
-    def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        """An EV for the next packet; not ``avoid`` (a retransmission's old EV) if possible."""
+    def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
+        """An EV for the next packet, on none of the planes ``full`` if possible
+        (``EvSet.skip_planes``); not ``avoid`` (a retransmission's old EV) if possible."""
         raise NotImplementedError
 
-    def pick_in(self, evs: EvSet, plane: int, avoid: Ev | None = None) -> Ev:
+    def pick_in(
+        self, evs: EvSet, plane: int, avoid: Ev | None = None, full: Collection[int] = ()
+    ) -> Ev:
         """A random usable EV of ``plane`` (a resend's choice of plane is the sender's),
         not ``avoid`` if possible; any EV by ``pick`` if the plane has none."""
         mine = evs.usable_in(plane)
         n = len(mine)
         if n == 0:
-            return self.pick(evs, avoid)
+            return self.pick(evs, avoid, full)
         i = self.rng.randrange(n)
         ev = mine[i]
         if ev is avoid and n > 1:
@@ -59,20 +68,20 @@ class RandomScheduler(Scheduler):
 
     Picking the plane at random as well would give each plane the same share on average,
     but at full load each NIC port is then a queue whose arrivals are a random walk around
-    its drain rate: in the shaped lab its queue wandered far enough that packets came late
-    and were declared lost, and planes in turn keep every port's queue short
-    (docs/measurements.md). The weights
-    keep the paper's property that a plane with retired EVs gets less traffic.
+    its drain rate: the queue wanders deep, and the packets behind it arrive so late that
+    they are declared lost; planes in turn keep every port's queue short
+    (docs/measurements.md, "The sender's design figures"). The weights keep the paper's
+    property that a plane with retired EVs gets less traffic.
     """
 
     name = "random"
 
-    def __init__(self, rng: random.Random) -> None:
-        super().__init__(rng)
+    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
+        super().__init__(rng, marked)
         self._credit: list[Credit] = []  # one per plane, in the order of EvSet.planes
 
-    def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        mine = self._plane(evs)
+    def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
+        mine = self._plane(evs, full)
         n = len(mine)
         if n == 0:
             return evs.fallback()
@@ -84,14 +93,14 @@ class RandomScheduler(Scheduler):
             ev = mine[(i + 1) % n]
         return ev
 
-    def _plane(self, evs: EvSet) -> list[Ev]:
+    def _plane(self, evs: EvSet, full: Collection[int]) -> list[Ev]:
         """The usable EVs of the next plane (smooth weighted round robin, as nginx),
         leaving out ``EvSet.skip_planes`` (full window, busy local port)."""
         planes, credits = evs.planes, self._credit
         while len(credits) < len(planes):  # the planes of a connection are fixed
             credits.append(Credit())
         best, top, total = -1, None, 0.0
-        marked, skip = evs.plane_marked, evs.skip_planes()
+        marked, skip = self.marked, evs.skip_planes(full)
         usable = evs.usable_by_plane
         for i, plane in enumerate(planes):
             n = len(usable.get(plane, ()))
@@ -117,15 +126,15 @@ class RoundRobinScheduler(Scheduler):
 
     name = "rr"
 
-    def __init__(self, rng: random.Random) -> None:
-        super().__init__(rng)
+    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
+        super().__init__(rng, marked)
         self._i = 0
 
-    def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
+    def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
         n = len(evs.usable)
         if n == 0:
             return evs.fallback()
-        planes = evs.usable_planes() if evs.ports_busy or evs.window_full else None
+        planes = evs.usable_planes(full) if evs.ports_busy or full else None
         for _ in range(n):
             self._i = (self._i + 1) % n
             ev = evs.usable[self._i]
@@ -139,18 +148,18 @@ class RepsScheduler(RandomScheduler):
 
     name = "reps"
 
-    def __init__(self, rng: random.Random) -> None:
-        super().__init__(rng)
+    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
+        super().__init__(rng, marked)
         self._clean: deque[Ev] = deque(maxlen=256)
 
-    def pick(self, evs: EvSet, avoid: Ev | None = None) -> Ev:
-        planes = evs.usable_planes()
+    def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
+        planes = evs.usable_planes(full)
         while self._clean:
             ev = self._clean.popleft()
             usable = ev.state is EvState.GOOD and ev.value in evs.usable_values()
             if usable and ev is not avoid and ev.plane in planes:
                 return ev
-        return super().pick(evs, avoid)
+        return super().pick(evs, avoid, full)
 
     def on_clean_ack(self, ev: Ev) -> None:
         self._clean.append(ev)
@@ -161,9 +170,11 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 }
 
 
-def make_scheduler(name: str, rng: random.Random) -> Scheduler:
-    """The scheduler registered under ``name``."""
+def make_scheduler(
+    name: str, rng: random.Random, marked: dict[int, float] | None = None
+) -> Scheduler:
+    """The scheduler registered under ``name``, weighing planes by ``marked``."""
     try:
-        return SCHEDULERS[name](rng)
+        return SCHEDULERS[name](rng, marked)
     except KeyError:
         raise ValueError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}") from None

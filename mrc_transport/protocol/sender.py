@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import NackReason
@@ -66,8 +66,6 @@ class Sender:
     ) -> None:
         self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
         self.counters, self._emit, self.conn, self.commons = counters, emit, conn, commons
-        if cc.per_plane:
-            evs.plane_marked = cc.alpha  # one dict: the scheduler reads what the SACKs set
         self.mss = cfg.mss
         self.pending: deque[OutMessage] = deque()
         self.next_msn = 0
@@ -77,6 +75,8 @@ class Sender:
         self.peer_rwnd = cfg.rcvbuf
         self.inflight: dict[int, SentPacket] = {}
         self._rtx: list[int] = []
+        self._full: Collection[int] = ()
+        """The planes whose window had no room at the latest window test (``_room``)."""
         self.rtt = RttEstimator(cfg)
         self.rack = Rack(cfg, self.rtt)
         self.rto_count = 0
@@ -119,8 +119,7 @@ class Sender:
     def rtt_sample(self, rtt: float) -> None:
         """Feed one RTT measurement; the EV set's probe timers count in it."""
         srtt = self.rtt.on_sample(rtt)
-        self.evs.base_rtt = self.rtt.min_rtt
-        self.evs.srtt = srtt
+        self.evs.on_rtt_sample(self.rtt.min_rtt, srtt)
 
     @property
     def in_flight_bytes(self) -> int:
@@ -152,13 +151,13 @@ class Sender:
 
     def _room(self, n: int) -> bool:
         """Whether some plane with usable EVs has window for ``n`` bytes; the others
-        are left out of the next pick (``EvSet.window_full``)."""
+        are left out of the next pick."""
         evs = self.evs
-        full = evs.window_full = self.cc.full(evs.planes, n)
+        full = self._full = self.cc.full(evs.planes, n)
         if not full:
             return True
         if evs.usable:
-            return bool(evs.usable_planes())
+            return bool(evs.usable_planes(full))
         # no usable EV at all: the fallback EV goes wherever the window allows
         return len(full) < len(evs.planes)
 
@@ -171,7 +170,9 @@ class Sender:
         n = min(self.mss, msg.length - offset)
         if self.fc_bytes + n > self.peer_rwnd or not self._room(n):
             return False
-        pkt = SentPacket(self.snd_nxt, msg, offset, n, self.scheduler.pick(self.evs))
+        pkt = SentPacket(
+            self.snd_nxt, msg, offset, n, self.scheduler.pick(self.evs, None, self._full)
+        )
         msg.next_offset += n
         if msg.next_offset >= msg.length:
             self.pending.popleft()
@@ -198,7 +199,7 @@ class Sender:
         6298 5.4 has it: when the window shrank below what was in flight and all of it was
         lost, waiting for room took one RTO per packet (docs/measurements.md, "Seventh
         session")."""
-        plane = self.rtt.fastest(self.evs.usable_planes(window=False))
+        plane = self.rtt.fastest(self.evs.usable_planes())
         if not self._rto_resend and not (
             self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
         ):
@@ -213,9 +214,9 @@ class Sender:
     ) -> None:
         old = pkt.ev
         if plane is None:
-            pkt.ev = self.scheduler.pick(self.evs, avoid=old)
+            pkt.ev = self.scheduler.pick(self.evs, old, self._full)
         else:
-            pkt.ev = self.scheduler.pick_in(self.evs, plane, avoid=old)
+            pkt.ev = self.scheduler.pick_in(self.evs, plane, old, self._full)
         pkt.lost = False
         pkt.rtx += 1
         self.counters.retransmits += 1
@@ -324,10 +325,8 @@ class Sender:
 
     def _reflected_ev(self, ev: Ev, ecn: bool, now: float) -> None:
         if ecn:
-            ev.ecn += 1
             self.counters.ecn_echoes += 1
-            self._emit(events.EcnMarked(now, self.conn, ev.value))
-            self.evs.apply(ev, EvInput.ECN, now)
+            self.evs.on_ecn_echo(ev, now)
         else:
             self.evs.on_clean_ack(ev)
             self.scheduler.on_clean_ack(ev)
@@ -356,8 +355,7 @@ class Sender:
         self.counters.lost += 1
         if why is not None:  # an RTO's resend is a probe, not evidence of congestion
             self.cc.on_loss(pkt.ev.plane, pkt.length, now)
-            pkt.ev.lost += 1
-            self.evs.apply(pkt.ev, why, now)
+            self.evs.on_lost(pkt.ev, why, now)
 
     def send_failed(self, psn: int, ev: int) -> None:
         """The local stack refused this transmission of ``psn`` on ``ev`` (its port is

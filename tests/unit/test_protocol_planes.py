@@ -130,6 +130,20 @@ def test_a_full_plane_leaves_the_others_sending() -> None:
     assert data_planes(out) == {1: 8}
 
 
+def test_a_plane_whose_sacks_are_mostly_marked_gets_less_of_the_spray() -> None:
+    """The scheduler weighs each plane by the share of its SACKs the windows counted as
+    marked (cc/planes.py): with every SACK marked, the plane has no clean EV to move to."""
+    cfg = Config(cc="fixed", fixed_window=1 << 20, mss=1000, ev_count=16, ev_backup=0)
+    conn = established(cfg)
+    for _ in range(60):
+        conn.cc.on_sack({}, 0, None, True, 0.0)
+    assert conn.cc.alpha[0] > 0.9
+    conn.send_message(bytes(200_000), 0.0)
+    planes = data_planes(conn.datagrams_to_send(0.001))
+    assert sum(planes.values()) >= 32
+    assert planes[0] < planes[1] / 5
+
+
 def test_persistent_marks_on_one_plane_shrink_its_window_only() -> None:
     """Below the delay target a mark only switches EVs, unless most of the plane's SACKs
     are marked: then no EV of the plane is clean and its window decreases (DCTCP)."""
