@@ -19,9 +19,7 @@ When the compiled core is live (csrc/build_core.py), the same modes run again in
 process with the pure-Python reference everywhere (``MRC_PUREPYTHON=1``: the core from its
 source and the Python codec), and the ratios of the two are printed: the core alone
 against the core alone (what the compilation buys), each codec mode against the
-reference's codec mode (what the native build buys end to end). Before the one backend
-switch, the child ran the core from source with the C codec as built (the ratio of the
-core alone is the same measurement).
+reference's codec mode (what the native build buys end to end).
 
     python bench/core.py                 # about 40 s
     python bench/core.py --quick
