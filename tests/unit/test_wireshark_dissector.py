@@ -139,7 +139,10 @@ def test_random_packets_as_our_decoder_sees_them(
 ) -> None:
     wire = []
     for path, header, payload in cases:
-        path = replace(path, dport=MRC_UDP_PORT)  # the dissector's port
+        # The dissector's port, and an EV with bit 31 set as the core allocates them: the
+        # EV's high half is the source port, and Wireshark tries the lower of the two UDP
+        # ports first, so a random EV under 4791 << 16 can hand the packet to, say, DNS.
+        path = replace(path, dport=MRC_UDP_PORT, ev=path.ev | 0x8000_0000)
         wire.append(deliver(path, encode(path, header, payload)))
     with tempfile.TemporaryDirectory() as folder:
         assert_dissected_like_ours(write(Path(folder) / "random.pcap", wire))
