@@ -63,7 +63,7 @@ class Flow:
     """MRC: keep the sender's recovery events (--events) for ``recovery_events``."""
     nbytes: int | None = None
     """Send this many bytes (-n) instead of for ``seconds``: an MRC sender stops taking
-    data at -t but delivers what it queued (up to 4 MiB, io/perf.py UNACKED_LIMIT), which
+    data at -t but delivers what it queued (up to 4 MiB, perf/session.py UNACKED_LIMIT), which
     at a few Mbit/s is seconds more."""
 
 
