@@ -266,6 +266,21 @@ def _junk(rng: random.Random) -> bytes:
 FLOOD_BURST, FLOOD_BURSTS, FLOOD_PAUSE = 50, 400, 0.005
 
 
+def _flood(sock: socket.socket, target: str, stop: threading.Event, sent: list[int]) -> None:
+    """Junk at the server's port, bounded in count and paced in bursts, so it spans the
+    transfer without starving the two endpoints of the machine's two cores."""
+    rng = random.Random(7)
+    for _ in range(FLOOD_BURSTS):
+        for _ in range(FLOOD_BURST):
+            try:
+                sock.sendto(_junk(rng), (target, 4791))
+                sent[0] += 1
+            except OSError:
+                pass
+        if stop.wait(FLOOD_PAUSE):
+            return
+
+
 def test_flood_of_malformed_packets(lab: str, tmp_path: Path) -> None:
     """Junk from h1 at the server's port during a transfer: counted, dropped, verified."""
     from labs import addressing
@@ -285,24 +300,10 @@ def test_flood_of_malformed_packets(lab: str, tmp_path: Path) -> None:
     with entered(f"mrc-{lab}-h1"):
         sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 
-    def flood() -> None:
-        # Bounded in count and paced in bursts, so it spans the transfer without
-        # starving the two endpoints of the machine's two cores.
-        rng = random.Random(7)
-        for _ in range(FLOOD_BURSTS):
-            for _ in range(FLOOD_BURST):
-                try:
-                    sock.sendto(_junk(rng), (target, 4791))
-                    sent[0] += 1
-                except OSError:
-                    pass
-            if stop.wait(FLOOD_PAUSE):
-                return
-
     try:
         assert server.stderr is not None
         assert server.stderr.readline().startswith("Server listening")
-        flooder = threading.Thread(target=flood, daemon=True)
+        flooder = threading.Thread(target=_flood, args=(sock, target, stop, sent), daemon=True)
         flooder.start()
         client = subprocess.run(
             [*ns_cmd(lab, SRC), *PY, "-c", DST, "--lab", lab, "-n", "10M", "-J"],

@@ -501,6 +501,12 @@ class FakeRx(batchio.PyBurstReceiver):
         return out
 
 
+def _cumulative_sack(conn: int, cum_psn: int) -> frames.SackHeader:
+    """The peer's SACK of everything before ``cum_psn``, with a 64 MiB window."""
+    common = Common(Opcode.SACK, Flags.NONE, conn, PEER)
+    return frames.SackHeader(common, cum_psn, cum_psn, 0, 0, 0, 0, 0, 64 << 20)
+
+
 async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_datagrams(
     fake: FakeWire, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -537,17 +543,7 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
         ]
         rto_at = conn.get_timer()
         assert rto_at is not None
-        sack = frames.SackHeader(
-            Common(Opcode.SACK, Flags.NONE, conn.conn, PEER),
-            h.psn + 1,
-            h.psn + 1,
-            0,
-            0,
-            0,
-            0,
-            0,
-            64 << 20,
-        )
+        sack = _cumulative_sack(conn.conn, h.psn + 1)
         p = paths(1, 1)[0]
         payload = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), sack)[48:]
         # the SACK is in the socket exactly when the RTO is due: it must be read first
