@@ -26,12 +26,15 @@ WARM: dict[str, tuple[str, ...]] = {
         "trio",
         "mrc_transport.cli.perf",
         "mrc_transport.io.endpoint",
-        "mrc_transport.io.perf",
         "mrc_transport.io.paths",
+        "mrc_transport.io.perf",
+        "mrc_transport.perf.client",
+        "mrc_transport.perf.server",
         "labs.paths",
     ),
 }
-"""Modules a program imports lazily once it runs, imported here before "ready"."""
+"""Modules a program imports lazily once it runs, imported here before "ready": `mrc perf`'s
+session code before and after it became a package of its own (mrc_transport/perf/)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
