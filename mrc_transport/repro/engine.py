@@ -118,9 +118,11 @@ def run_on_lab(runs: Sequence[Run], cfg: ReproConfig, lab: str, console: Any) ->
             _say(console, f"run {run.name}: {_describe(run)}")
             results.append(play(run, cfg, lab, children))
     finally:
-        children.kill_all()
-        down(lab)
-        _say(console, f"lab {lab}: torn down")
+        try:
+            children.kill_all()
+        finally:  # the lab goes even if a kill fails
+            down(lab)
+            _say(console, f"lab {lab}: torn down")
     return results
 
 
