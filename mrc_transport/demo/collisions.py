@@ -58,8 +58,8 @@ def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
     """The fabric cut down to ``planes`` planes at ``rate_bps`` (0 keeps either).
 
     Why: the permutation result is about how flows share the T0-T1 links of one plane, and
-    each MRC end here is a Python process (~0.5 core per 100 Mbit/s, measured with `mrc
-    perf` on the tiny lab): 2 x (2 x hosts_per_rack) of them must not be CPU-bound, or the
+    each MRC end here is a Python process (about half a core per 100 Mbit/s;
+    docs/measurements.md): 2 x (2 x hosts_per_rack) of them must not be CPU-bound, or the
     figure measures the CPU, not the fabric."""
     from dataclasses import replace
 
@@ -107,9 +107,8 @@ def common_window(
 
     Why not [t_start + WARMUP_S, t_end - TAIL_S]: each MRC end is a Python process that
     imports, loads the lab's paths and does a SETUP handshake, 8-16 of them at once on a
-    few cores; measured, the MRC flows' first bytes arrived ~2 s after the launch, so a
-    window anchored at the launch counted ~1.3 s of not-yet-started flows as zero
-    throughput (flows at 17.5-18.4 Mbit/s reported as 13.6-15.3). A flow that delivered
+    few cores, so the MRC flows' first bytes arrive seconds after the launch, and a window
+    anchored at the launch would count not-yet-started flows as zero throughput. A flow that delivered
     nothing still reports 0; with no deliveries at all the launch times are used."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}

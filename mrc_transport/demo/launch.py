@@ -2,7 +2,7 @@
 
 Eight or sixteen Python senders launched at once on a busy 2-core machine each spend about
 a CPU second importing (trio, cffi, the endpoint), so they start sending seconds apart
-(measured: 4 s between the first and the fourth of four MRC clients at a load of 5), and
+(docs/measurements.md), and
 an experiment whose flows must start together (an incast, a permutation) would measure
 the start-up. Launched through this module, a child imports first, prints
 {"event": "ready"} and runs the module's ``main`` only when a line arrives on stdin; the

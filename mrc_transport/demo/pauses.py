@@ -2,9 +2,8 @@
 
 On a shared VM every process of the demo (both MRC ends, both TCP ends, the kernel's
 forwarding in the namespaces) can stop for tens of milliseconds at once: the hypervisor
-ran another guest (CPU steal). Observed: a 104 ms MRC delivery gap with nothing broken,
-during which TCP on another plane stalled 100 ms at the same instant and the MRC sender
-logged nothing, not even the ECN echoes it had seen every few ms.
+ran another guest (CPU steal): then MRC and TCP on another plane stall at the same
+instant with nothing broken, and the MRC sender logs nothing (docs/measurements.md).
 
 A thread that sleeps ``tick_s`` at a time and notes when it woke much later than asked
 sees such a pause: a thread waking from sleep is the first the Linux scheduler runs, so

@@ -44,9 +44,8 @@ TXREHASH_DISABLED = 0
 def pin_path(sock: socket.socket) -> None:
     """Keep the flow on its first ECMP path, like RoCE (one UDP source port per QP).
 
-    Linux TCP re-rolls its IPv6 flow label and route on every RTO (net.core.txrehash,
-    measured in the tiny lab: a 0.7 s gray cut stalled the flow only ~0.23 s, one RTO,
-    before it escaped onto another path). The baseline stands in for single-path RoCE,
+    Linux TCP re-rolls its IPv6 flow label and route on every RTO (net.core.txrehash), so
+    one RTO moves it off a cut path. The baseline stands in for single-path RoCE,
     which cannot do that, so it turns rehashing off for its sockets."""
     sock.setsockopt(socket.SOL_SOCKET, SO_TXREHASH, TXREHASH_DISABLED)
 
@@ -72,7 +71,7 @@ class Pattern:
             n = min(PERIOD, len(data) - done)
             phase = (offset + done) % PERIOD
             # bytes == bytes is a memcmp; memoryview == memoryview compares item by item
-            # (10x slower, measured), so copy both sides.
+            # (far slower), so copy both sides.
             if bytes(data[done : done + n]) != self._bytes[phase : phase + n]:
                 return False
             done += n

@@ -327,8 +327,8 @@ def recovery_time(
 
     A mean, not every bin: a userspace receiver on a shared machine is descheduled for
     milliseconds at a time and hands over its deliveries in bursts, so 10 ms bins of a
-    steady 220 Mbit/s transfer swing between 100 and 450 Mbit/s (measured in the failover
-    demo), and "every bin of a run above 90%" measured that jitter, not the recovery."""
+    steady transfer swing to half and twice its rate, and "every bin of a run above 90%"
+    would measure that jitter, not the recovery (docs/measurements.md)."""
     if hold_bins < 1:
         raise ValueError("hold_bins must be at least 1")
     first = max(0, math.floor((t_fault - series.t0) / series.bin_s))

@@ -51,8 +51,8 @@ class Knobs:
     """Seconds into the transfer the links start flapping."""
     period: float = 4.0
     """One down + up cycle, seconds (production saw up to ~14 flaps a minute). The up half
-    starts with a restore, which re-applies the host's addresses and routes: 0.7-2 s on a
-    busy machine, measured, so a shorter period leaves the links hardly ever up."""
+    starts with a restore, which re-applies the host's addresses and routes and takes
+    seconds on a busy machine, so a shorter period leaves the links hardly ever up."""
     count: int = 2
     """Cycles."""
     tail_s: float = 4.0
