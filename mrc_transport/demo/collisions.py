@@ -108,8 +108,8 @@ def common_window(
     Why not [t_start + WARMUP_S, t_end - TAIL_S]: each MRC end is a Python process that
     imports, loads the lab's paths and does a SETUP handshake, 8-16 of them at once on a
     few cores, so the MRC flows' first bytes arrive seconds after the launch, and a window
-    anchored at the launch would count not-yet-started flows as zero throughput. A flow that delivered
-    nothing still reports 0; with no deliveries at all the launch times are used."""
+    anchored at the launch would count not-yet-started flows as zero throughput. A flow
+    that delivered nothing still reports 0; with no deliveries at all the launch times are used."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     wanted = set(flows)

@@ -39,8 +39,8 @@ more on a loaded machine), and the earlier ones must still be sending at the run
 The observation ends when the first of them may have stopped, if that is earlier."""
 START_SPREAD_S = 3.0
 """How much later the last of 8-16 senders launched at once may start than the first on a
-busy 2-core machine (each spends about a CPU second importing; docs/measurements.md). A flow that must run for a while after all have started sends this much
-longer."""
+busy 2-core machine (each spends about a CPU second importing; docs/measurements.md).
+A flow that must run for a while after all have started sends this much longer."""
 MSG_LEN = "16K"
 """MRC message size: one delivery record per message, so the time resolution of a gap
 (16 KiB: 6.6 ms at 20 Mbit/s; perf's default 128 KiB would be 52 ms)."""
