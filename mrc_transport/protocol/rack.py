@@ -6,9 +6,9 @@ A packet in flight is lost once a packet sent after it was delivered (RACK reaso
 send order, not PSN order: RFC 8985 section 3) and
 
 - on its own plane, the latest delivered packet's RTT plus the plane's reordering window
-  has passed since it was sent (RFC 8985 6.2 step 5), or ``thresh`` packets sent later on
-  the plane were delivered (a packet threshold, FACK-style; htsim's is
-  ``max(min(1.5 cwnd, max window), 5)``, the sender's choice is in ``Sender``);
+  has passed since it was sent (RFC 8985 6.2 step 5), or ``max(1.5 max window, 5)``
+  packets sent later on the plane were delivered (a packet threshold, FACK-style; htsim's
+  is ``max(min(1.5 cwnd, max window), 5)``);
 - on another plane only, 1.25 x its plane's recent peak RTT has passed (the RTO before the
   plane has a sample), so a whole dead plane is found too.
 
@@ -166,24 +166,30 @@ class Rack:
         """Detection is due by ``now`` (a SACK came in)."""
         self.deadline = min(self.deadline, now)
 
-    def detect_losses(self, now: float, thresh: int, rto: float) -> list[SentPacket]:
-        """The packets lost by ``now``, plane by plane, each taken out of its plane's order;
-        ``thresh`` is the packet threshold and ``rto`` the sender's RTO. Rearms the reorder
-        timer."""
+    def detect_losses(
+        self, now: float, max_window: int, mss: int, backoff: int
+    ) -> list[SentPacket]:
+        """The packets lost by ``now``, plane by plane, each taken out of its plane's order,
+        for a connection whose window opens to ``max_window`` bytes of ``mss``-byte
+        packets, after ``backoff`` RTOs in a row. Rearms the reorder timer."""
         self.deadline = math.inf
+        thresh = self._packet_threshold(max_window, mss)
         lost: list[SentPacket] = []
         for pr in self.planes.values():
-            self._plane_losses(pr, now, thresh, rto, lost)
+            self._plane_losses(pr, now, thresh, backoff, lost)
         return lost
 
     def _plane_losses(
-        self, pr: PlaneRack, now: float, thresh: int, rto: float, lost: list[SentPacket]
+        self, pr: PlaneRack, now: float, thresh: int, backoff: int, lost: list[SentPacket]
     ) -> None:
         reo = self.reorder_window(pr)
+        rtt = pr.rtt
         # a plane never measured waits the RTO of a connection never measured (RFC 6298
         # 2.1): the other planes' RTTs say nothing of its port's queue
-        rtt = pr.rtt
-        expect = 1.25 * rtt.peak if rtt.srtt is not None else max(rto, 3 * self.cfg.initial_rtt)
+        if rtt.srtt is None:
+            expect = max(self.rtt.rto(backoff), 3 * self.cfg.initial_rtt)
+        else:
+            expect = 1.25 * rtt.peak
         order = pr.order
         while order:
             seq, pkt = order[0]
@@ -202,6 +208,13 @@ class Rack:
                 break
             order.popleft()
             lost.append(pkt)
+
+    def _packet_threshold(self, max_window: int, mss: int) -> int:
+        """Packets sent later on the same plane and delivered that make one lost. htsim:
+        max(min(1.5 cwnd, max window), 5) packets; spraying over software queues reorders
+        deeper than a shrunken cwnd, so ours uses the upper end, 1.5 max window."""
+        max_pkts = 1.5 * max_window / mss
+        return max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
 
     def reorder_window(self, pr: PlaneRack) -> float:
         """A plane's reordering allowance: 1.25 x its measured reordering, at least

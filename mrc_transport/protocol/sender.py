@@ -17,14 +17,10 @@ in a burst may acknowledge what an earlier one alone would call lost (docs/measu
 "The sender's design figures"). A lost packet's EV goes ASSUMED_BAD and the packet is
 queued for retransmission.
 
-An RTO (RFC 6298, exponential backoff) resends the oldest packet in flight on another EV
-and blames no EV (ours; TCP resends one segment too, RFC 6298 5.4): with spraying, a dead
-EV's packet is followed by packets on other EVs whose SACKs let RACK find it and retire
-its EV within about one RTT, so an RTO means that nothing sent after the oldest packet was
-acknowledged: the peer or its host stalled (a userspace receiver is descheduled for
-milliseconds at a time) or every path failed, neither of which is any one EV's fault.
-Once the resent packet is acknowledged, RACK judges the rest, and blames their EVs if they
-really are lost; if every path failed, the connection ends after ``max_rto_count`` RTOs.
+An RTO (RFC 6298) resends the oldest packet in flight on another EV, at once, and blames
+no EV: with spraying it means that nothing sent after that packet was acknowledged, which
+is no one EV's fault (ours; docs/protocol.md, "RTO"). The connection ends after
+more than ``max_rto_count`` RTOs in a row.
 """
 
 from __future__ import annotations
@@ -53,17 +49,10 @@ class Sender:
     """Sending state of one connection."""
 
     def __init__(
-        self,
-        cfg: Config,
-        initial_psn: int,
-        evs: EvSet,
-        scheduler: Scheduler,
-        cc: PlaneWindows,
-        counters: ConnCounters,
-        emit: Callable[[events.Event], None],
-        conn: int,
-        commons: Commons,
-    ) -> None:
+        self, cfg: Config, initial_psn: int, evs: EvSet, scheduler: Scheduler,
+        cc: PlaneWindows, counters: ConnCounters, emit: Callable[[events.Event], None],
+        conn: int, commons: Commons,
+    ) -> None:  # fmt: skip
         self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
         self.counters, self._emit, self.conn, self.commons = counters, emit, conn, commons
         self.mss = cfg.mss
@@ -237,16 +226,9 @@ class Sender:
 
     # -- SACK ---------------------------------------------------------------------------
     def sack(
-        self,
-        bits: int,
-        cum_psn: int,
-        sack_base: int,
-        bitmap: int,
-        ev: int,
-        ts: int,
-        rwnd: int,
-        now: float,
-    ) -> None:
+        self, bits: int, cum_psn: int, sack_base: int, bitmap: int, ev: int, ts: int,
+        rwnd: int, now: float,
+    ) -> None:  # fmt: skip
         """Process a SACK, given as its fields (``bits``: its flags as an int; ``ev``: the
         EV it reflects); a SACK for PSNs never sent is counted and ignored whole."""
         cum = expand(cum_psn, self.snd_una)
@@ -299,31 +281,33 @@ class Sender:
             self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.length))
 
     def _trigger(self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float) -> None:
-        """What a SACK says of the packet that triggered it, sent on EV ``ev``: its RTT and
-        ECN echo, for that EV, its plane and the windows."""
+        """What a SACK says of the packet that triggered it, sent on EV ``ev``: its RTT
+        and ECN echo, for that EV, its plane and the windows."""
         rtt = self._reflected_rtt(ts, now) if bits & TS else None
         ecn = bool(bits & ECN_ECHO)
         trigger = self.evs.by_value.get(ev)
         if trigger is None:
             self.counters.sack_unknown_ev += 1
         else:
-            if rtt is not None:
-                self.rtt.plane(trigger.plane).on_trigger(rtt)
-            self._reflected_ev(trigger, ecn, now)
+            self._reflected(trigger, rtt, ecn, now)
         if acked or ecn:
             self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
         if acked:
             self.rto_count = 0
 
     def _reflected_rtt(self, ts: int, now: float) -> float | None:
-        """The RTT of the SACK's trigger from its reflected timestamp (flag TS set)."""
+        """The trigger's RTT from its reflected timestamp, fed to the estimates (None: not
+        a timestamp of ours)."""
         rtt = now - ts / 1e9
         if not 0 <= rtt < 60:
             return None
         self.rtt_sample(rtt)
         return rtt
 
-    def _reflected_ev(self, ev: Ev, ecn: bool, now: float) -> None:
+    def _reflected(self, ev: Ev, rtt: float | None, ecn: bool, now: float) -> None:
+        """The SACK's trigger went on ``ev``: its plane's RTT, its path's ECN echo."""
+        if rtt is not None:
+            self.rtt.plane(ev.plane).on_trigger(rtt)
         if ecn:
             self.counters.ecn_echoes += 1
             self.evs.on_ecn_echo(ev, now)
@@ -333,15 +317,9 @@ class Sender:
 
     # -- losses -------------------------------------------------------------------------
     def _detect_losses(self, now: float) -> None:
-        for pkt in self.rack.detect_losses(now, self._packet_threshold(), self.rto):
+        lost = self.rack.detect_losses(now, self.cc.max_window(), self.mss, self.rto_count)
+        for pkt in lost:
             self._lost(pkt, now, EvInput.LOSS)
-
-    def _packet_threshold(self) -> int:
-        """Packets sent later on the same plane and delivered that make one lost. htsim:
-        max(min(1.5 cwnd, max window), 5) packets; spraying over software queues reorders
-        deeper than a shrunken cwnd, so ours uses the upper end, 1.5 max window."""
-        max_pkts = 1.5 * self.cc.max_window() / self.mss
-        return max(int(min(max_pkts, self.cfg.reorder_window)), self.cfg.loss_pkt_min)
 
     def _requeue(self, pkt: SentPacket) -> None:
         """Take ``pkt`` out of the flight and queue it for retransmission."""
