@@ -6,7 +6,9 @@ sources than those under test."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Generator
+from types import FrameType
 
 import pytest
 
@@ -15,7 +17,15 @@ from mrc_transport import backend
 REQUIRE_LAB_ENV = "MRC_REQUIRE_LAB"
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a `timeout`, a CI runner stopping the job) would end pytest without running
+    # fixture teardowns, leaving a lab's namespaces behind; as Ctrl-C, the lab fixtures'
+    # finally blocks run and `lab down` removes them.
+    signal.signal(signal.SIGTERM, _interrupt)
     # once per session, not on every import: it reads every compiled source
     stale = backend.stale_sources() if backend.COMPILED_CORE else []
     if stale:
