@@ -244,7 +244,7 @@ int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
  * core takes them (Connection.receive_data, Connection.receive_sack). Every body field is
  * a uint64_t, so both bodies read as one Python struct. A data packet (MRC_RX_DATA) and a
  * SACK or ACK (MRC_RX_SACK) carry their fields; anything else (MRC_RX_OTHER: other
- * control packets, malformed or cut datagrams) only its kind, the rest zero, and the
+ * control packets, trimmed stubs, malformed or cut datagrams) only its kind, the rest zero, and the
  * endpoint decodes it one at a time, which names what is wrong. */
 struct mrc_rx_data {
     uint64_t flags;
@@ -284,6 +284,12 @@ struct mrc_rx_rec {
 #define MRC_RX_OTHER 0
 #define MRC_RX_DATA 1
 #define MRC_RX_SACK 2
+
+/* The DSCPs of a data packet a switch trimmed to its headers (wire/frames.py
+ * DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP): its record is MRC_RX_OTHER, since the receiver
+ * NACKs a stub rather than placing it. */
+#define MRC_DSCP_TRIMMED 43
+#define MRC_DSCP_TRIMMED_LASTHOP 47
 
 /* Decode the count datagrams of one receive burst (datagram i at buf[i * slot_size], its
  * record meta[i], as mrc_recv_meta left them) into out[i], checked as mrc_decode_mrc

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Final
 
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import Common, Flags, Opcode
+from mrc_transport.wire.frames import TRIM_REASONS, Common, Flags, Opcode
 from srv6.path import SrPath
 
 from . import events
@@ -417,6 +417,10 @@ class Connection:
         if not isinstance(h, frames.DataHeader):
             self.counters.wrong_state += 1
             return
+        reason = TRIM_REASONS.get(packet.path.dscp)
+        if reason is not None:
+            self._trimmed(h, reason, packet.path.ev)
+            return
         ce = packet.path.ecn == frames.Ecn.CE
         self._data(
             int(h.common.flags), h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
@@ -468,13 +472,21 @@ class Connection:
         if verdict is Verdict.SACK:
             self._queue_sack(now, ce)
         elif verdict is Verdict.NACK:
-            self.counters.nacks_sent += 1
-            self._control_tx(
-                frames.NackHeader(
-                    self._common(Opcode.NACK), psn32, frames.NackReason.PSN_OUT_OF_WINDOW,
-                    ev, ts,
-                )
-            )  # fmt: skip
+            self._nack(psn32, frames.NackReason.PSN_OUT_OF_WINDOW, ev, ts)
+
+    def _trimmed(self, h: frames.DataHeader, reason: frames.NackReason, ev: int) -> None:
+        """A data packet a switch trimmed to its headers: NACK it with the EV it came on,
+        the reason telling where it was cut (the trimmed DSCP, docs/protocol.md)."""
+        receiver = self.receiver
+        if receiver is None or self.state is ConnState.CLOSED:
+            self.counters.wrong_state += 1
+            return
+        if receiver.on_trimmed(h.psn) is Verdict.NACK:
+            self._nack(h.psn, reason, ev, h.ts)
+
+    def _nack(self, psn32: int, reason: frames.NackReason, ev: int, ts: int) -> None:
+        self.counters.nacks_sent += 1
+        self._control_tx(frames.NackHeader(self._common(Opcode.NACK), psn32, reason, ev, ts))
 
     def _queue_sack(self, now: float, ce: bool = False) -> None:
         """Owe a SACK, built from the state of the moment it is sent. An endpoint sends

@@ -47,10 +47,16 @@ class ConnCounters:
     """SACKs with ECN echo received."""
     ce_received: int = 0
     """Data packets that arrived with CE."""
+    trimmed_received: int = 0
+    """Trimmed data packets (stubs) that arrived and were NACKed."""
+    trimmed_ignored: int = 0
+    """Stubs for a PSN already received or outside the reorder window: no NACK."""
     nacks_sent: int = 0
     """NACKs sent."""
     nacks_received: int = 0
     """NACKs accepted."""
+    rtx_nack: int = 0
+    """Retransmissions a NACK asked for (a trimmed packet resent at once)."""
     probes_sent: int = 0
     """PROBEs sent (EV probes and window probes)."""
     probe_replies: int = 0

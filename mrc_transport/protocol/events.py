@@ -114,6 +114,11 @@ class Retransmit(Event):
     """The EV of the previous transmission."""
     new_ev: int
     """The EV of this one (different whenever another EV is usable)."""
+    cause: str = ""
+    """Why it was sent again: "loss" (RACK), "rto", "port" (our port refused or lost it),
+    "trimmed" (a NACK for a trimmed packet) or "nack" (another NACK)."""
+    after: float = 0.0
+    """Seconds since the transmission it replaces."""
 
 
 @dataclass(frozen=True, slots=True)

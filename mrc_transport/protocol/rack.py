@@ -56,7 +56,8 @@ class SentPacket:
     """
 
     __slots__ = (
-        "ev", "length", "lost", "msg", "offset", "plane_seq", "psn", "rtx", "sent_time", "seq",
+        "cause", "ev", "length", "lost", "msg", "offset", "plane_seq", "psn", "rtx",
+        "rtx_plane", "sent_time", "seq",
     )  # fmt: skip
 
     def __init__(self, psn: int, msg: OutMessage, offset: int, length: int, ev: Ev) -> None:
@@ -81,6 +82,12 @@ class SentPacket:
         """Retransmissions so far."""
         self.lost = False
         """Declared lost and waiting for retransmission."""
+        self.cause = ""
+        """Why it was last queued for retransmission: "loss" (RACK), "rto", "port" (our
+        port refused or lost it), "trimmed" or "nack" (the receiver asked)."""
+        self.rtx_plane = -1
+        """The plane its retransmission should take (a trimmed packet's: another EV of
+        the same plane), -1 for the fastest."""
 
 
 def _current(seq: int, pkt: SentPacket) -> bool:

@@ -182,6 +182,18 @@ class Receiver:
             self.ack_deadline = now + self.cfg.ack_delay
         return Verdict.DELAY
 
+    def on_trimmed(self, psn32: int) -> Verdict:
+        """A stub of a data packet a switch trimmed (its payload cut, its DSCP set to a
+        trimmed class): NACK it unless its PSN is here already or outside the window,
+        so the sender resends it within about one RTT instead of finding the loss from
+        SACK gaps or a timeout (docs/protocol.md, "Trimmed data packets")."""
+        psn = expand(psn32, self.cum)
+        if psn < self.cum or psn in self.ooo or psn >= self.cum + self.cfg.reorder_window:
+            self.counters.trimmed_ignored += 1
+            return Verdict.DROP
+        self.counters.trimmed_received += 1
+        return Verdict.NACK
+
     def _message(self, msn32: int, msg_len: int) -> InMessage | None:
         msn = expand(msn32, self.next_msn)
         if not self.next_msn <= msn < self.next_msn + self.cfg.msn_window or msn in self.done:

@@ -187,9 +187,15 @@ class Sender:
         if another is free) once that plane has room; an RTO's resend goes at once, as RFC
         6298 5.4 has it: when the window shrank below what was in flight and all of it was
         lost, waiting for room took one RTO per packet (docs/measurements.md, "Seventh
-        session")."""
-        plane = self.rtt.fastest(self.evs.usable_planes())
-        if not self._rto_resend and not (
+        session"). A trimmed packet's resend takes another EV of its own plane and goes
+        at once the first time, as htsim's UEC source resends a NACKed packet: its bytes
+        left the queue with the trim, and the NACK's window cut holds back new data, not
+        the packet the receiver misses. Trimmed again, it waits for room: the queue is
+        still full, and resending at once again fed it a stub per packet per RTT."""
+        planes = self.evs.usable_planes()
+        plane = pkt.rtx_plane if pkt.rtx_plane in planes else self.rtt.fastest(planes)
+        urgent = self._rto_resend or (pkt.rtx_plane >= 0 and pkt.rtx == 0)
+        if not urgent and not (
             self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
         ):
             return False
@@ -208,8 +214,16 @@ class Sender:
             pkt.ev = self.scheduler.pick_in(self.evs, plane, old, self._full)
         pkt.lost = False
         pkt.rtx += 1
+        pkt.rtx_plane = -1
         self.counters.retransmits += 1
-        self._emit(events.Retransmit(now, self.conn, pkt.psn, old.value, pkt.ev.value))
+        if pkt.cause in ("trimmed", "nack"):
+            self.counters.rtx_nack += 1
+        after = now - pkt.sent_time
+        self._emit(
+            events.Retransmit(
+                now, self.conn, pkt.psn, old.value, pkt.ev.value, pkt.cause, after
+            )
+        )  # fmt: skip
         self._sent(pkt, now)
         msg, ts = pkt.msg, int(now * 1e9)
         out.append(
@@ -321,15 +335,16 @@ class Sender:
         for pkt in lost:
             self._lost(pkt, now, EvInput.LOSS)
 
-    def _requeue(self, pkt: SentPacket) -> None:
+    def _requeue(self, pkt: SentPacket, cause: str) -> None:
         """Take ``pkt`` out of the flight and queue it for retransmission."""
         pkt.lost = True
+        pkt.cause = cause
         self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, pkt.psn)
 
     def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
         """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
-        self._requeue(pkt)
+        self._requeue(pkt, "rto" if why is None else "loss")
         self.counters.lost += 1
         if why is not None:  # an RTO's resend is a probe, not evidence of congestion
             self.cc.on_loss(pkt.ev.plane, pkt.length, now)
@@ -341,7 +356,7 @@ class Sender:
         pkt = self.inflight.get(expand(psn, self.snd_una))
         if pkt is None or pkt.lost or pkt.ev.value != ev:
             return
-        self._requeue(pkt)
+        self._requeue(pkt, "port")
 
     def port_down(self, plane: int) -> None:
         """The local port of ``plane`` went down: the packets in its queue died with it, so
@@ -350,20 +365,28 @@ class Sender:
         Some had left the port already: the receiver drops those duplicates. No EV is
         blamed and the window stays, as for ``send_failed``."""
         for pkt in self.rack.flush(plane):
-            self._requeue(pkt)
+            self._requeue(pkt, "port")
 
     def on_nack(self, h: frames.NackHeader, now: float) -> None:
-        """A trimmed packet: SKIP its EV and resend at once; others: resend."""
+        """A trimmed packet: apply NSCC's NACK rule and resend it before new data on
+        another EV of the same plane (the trim says a queue on that path is full, not
+        that the plane is broken: mrc-protocol-notes.md, "Reliability"); a trim on the
+        way also SKIPs its EV, a trim at the last hop does not, since every path ends in
+        that port (as ECN marks every hop but the last). Other NACKs: resend."""
         pkt = self.inflight.get(expand(h.psn, self.snd_una))
         if pkt is None or pkt.lost:
             self.counters.nack_invalid += 1
             return
         self.counters.nacks_received += 1
-        self._requeue(pkt)
-        ev = self.evs.by_value.get(h.ev, pkt.ev)
-        if h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
-            self.evs.apply(ev, EvInput.TRIMMED, now)
-            self.cc.on_nack(pkt.ev.plane, pkt.length, now)
+        trimmed = h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP)
+        plane = pkt.ev.plane
+        self._requeue(pkt, "trimmed" if trimmed else "nack")
+        if not trimmed:
+            return
+        pkt.rtx_plane = plane
+        if h.reason is NackReason.TRIMMED:
+            self.evs.apply(self.evs.by_value.get(h.ev, pkt.ev), EvInput.TRIMMED, now)
+        self.cc.on_nack(plane, pkt.length, now)
 
     # -- timers -------------------------------------------------------------------------
     def timer(self) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
 
 MRC_VERSION = 1
 MRC_UDP_PORT = 4791  # RoCEv2's port, which MRC keeps (mrc-protocol-notes.md)
@@ -98,6 +99,11 @@ DSCP_CONTROL = 46  # EF
 # way and one for a trim at the last hop (a T0 port facing the receiver).
 DSCP_TRIMMED = 43  # 0b101011
 DSCP_TRIMMED_LASTHOP = 47  # 0b101111
+TRIM_REASONS: Final[dict[int, NackReason]] = {
+    DSCP_TRIMMED: NackReason.TRIMMED,
+    DSCP_TRIMMED_LASTHOP: NackReason.TRIMMED_LASTHOP,
+}
+"""The NACK reason a receiver answers a trimmed stub with, by the stub's DSCP."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ rest is the body of its kind, its fields in the order the core takes them:
 * SACK or ACK (``RX_SACK``, ``SackField``): flags, cumulative PSN, SACK base, bitmap, the
   EV it reflects, ts, window: ``Connection.receive_sack``'s and ``Sender.sack``'s, and
   three zero slots;
-* anything else (``RX_OTHER``: other control packets, malformed or cut datagrams): only
-  its kind, the rest zero (``OTHER_REC``); the endpoint decodes it one at a time, which
-  names what is wrong with a bad one.
+* anything else (``RX_OTHER``: other control packets, trimmed stubs, malformed or cut
+  datagrams): only its kind, the rest zero (``OTHER_REC``); the endpoint decodes it one
+  at a time, which names what is wrong with a bad one (or NACKs a stub).
 
 ``RX_REC`` is struct mrc_rx_rec (csrc/mrc_fast.h): the head, then each kind's body as
 ten uint64_t (a C union), so one struct format reads both kinds

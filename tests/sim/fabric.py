@@ -2,17 +2,20 @@
 
 Hosts are endpoints (the real protocol core); between every pair of hosts there are
 ``paths_per_plane`` paths in each of ``planes`` planes. Each path is one bottleneck link per
-direction ("fwd" from a lower host index to a higher one, "rev" back), shared by every
-host pair, with a rate, a propagation delay, a drop-tail queue and ECN marking above a
-queue threshold (marking happens at enqueue, as at every hop but the last). Links can
-drop, duplicate, reorder (jitter), mark at random, and be killed silently or degraded at
-a given time. A host's NIC port (its plane) can go down: its sends on that plane are
-refused at once (the endpoint's ``send_failed``, as ENETUNREACH does on Linux) and
-packets to it on that plane vanish. Optionally every packet first crosses its host's NIC
-port on its plane (``uplink``): one FIFO per (host, plane) shared by all paths of that
-plane, as in the lab, where the port's queue holds most of a plane's delay; a competing
-flow can hold that queue at a standing depth (``hold_queue``, a TCP flow filling the
-port's buffer). Everything random comes from one seeded ``random.Random``.
+direction ("fwd" from a lower host index to a higher one, "rev" back), shared by every host
+pair, with a rate, a propagation delay, a drop-tail queue and ECN marking above a queue
+threshold (marking happens at enqueue, as at every hop but the last). Links can drop,
+duplicate, reorder (jitter), mark at random, and be killed silently or degraded at a given
+time. A link may trim instead of drop (``trim_bytes``): a data packet that finds more than
+that queued is cut to its headers, marked with a trimmed DSCP and sent ahead of the queue,
+as the lab's trimming ports do (labs/bpf/mrc_port.c). A host's NIC port (its plane) can go
+down: its sends on that plane are refused at once (the endpoint's ``send_failed``, as
+ENETUNREACH does on Linux) and packets to it on that plane vanish. Optionally every packet
+first crosses its host's NIC port on its plane (``uplink``): one FIFO per (host, plane)
+shared by all paths of that plane, as in the lab, where the port's queue holds most of a
+plane's delay; a competing flow can hold that queue at a standing depth (``hold_queue``, a
+TCP flow filling the port's buffer). Everything random comes from one seeded
+``random.Random``.
 
 No real time is read: the fabric's clock jumps from event to event.
 """
@@ -50,6 +53,10 @@ class Link:
     jitter: float = 0.0
     mark: float = 0.0
     dead: bool = False
+    trim_bytes: int = 0
+    """Trim a data packet that finds more than this queued (0: never trim)."""
+    trim_dscp: int = frames.DSCP_TRIMMED
+    """The DSCP a stub leaves with (DSCP_TRIMMED_LASTHOP for a receiver's last hop)."""
     busy_until: float = 0.0
     packets: int = 0
     data_packets: int = 0
@@ -57,11 +64,13 @@ class Link:
     marked: int = 0
     dead_drops: int = 0
     dead_data: int = 0
+    trimmed: int = 0
 
     def send(
         self, now: float, size: int, rng: random.Random, data: bool = True
-    ) -> list[tuple[float, bool]]:
-        """Arrival times (and CE) of the copies of one packet; [] if it is lost."""
+    ) -> list[tuple[float, bool, bool]]:
+        """Arrival times, CE and whether trimmed, of the copies of one packet; [] if it
+        is lost."""
         self.packets += 1
         self.data_packets += data
         if self.dead:
@@ -69,6 +78,11 @@ class Link:
             self.dead_data += data
             return []
         queued = max(0.0, self.busy_until - now) * self.rate_bps / 8
+        if data and self.trim_bytes and queued + size > self.trim_bytes:
+            # the stub goes ahead of the queue (a strict-priority class), so its delay is
+            # its own serialisation and the propagation only
+            self.trimmed += 1
+            return [(now + OVERHEAD * 8 / self.rate_bps + self.delay, False, True)]
         if queued + size > self.queue_bytes or (self.drop and rng.random() < self.drop):
             self.dropped += 1
             return []
@@ -77,9 +91,8 @@ class Link:
         start = max(now, self.busy_until)
         self.busy_until = start + size * 8 / self.rate_bps
         copies = 2 if self.dup and rng.random() < self.dup else 1
-        return [
-            (self.busy_until + self.delay + rng.random() * self.jitter, ce) for _ in range(copies)
-        ]
+        t = self.busy_until + self.delay
+        return [(t + rng.random() * self.jitter, ce, False) for _ in range(copies)]
 
 
 @dataclass
@@ -229,8 +242,9 @@ class Fabric:
         if port is None:
             self._cross(tx.path, packet, dst, size, is_data, False)
             return
-        for t, ce in port.send(self.now, size, self.rng, is_data):
-            self.at(t, functools.partial(self._cross, tx.path, packet, dst, size, is_data, ce))
+        for t, ce, cut in port.send(self.now, size, self.rng, is_data):
+            sent = _trimmed(packet, port.trim_dscp) if cut else packet
+            self.at(t, functools.partial(self._cross, tx.path, sent, dst, size, is_data, ce))
 
     def _cross(
         self,
@@ -242,9 +256,13 @@ class Fabric:
         ce_before: bool,
     ) -> None:
         """``packet`` enters ``path``'s link now; it was CE-marked before if ``ce_before``."""
-        for t, ce in self._path_link[path].send(self.now, size, self.rng, is_data):
+        link = self._path_link[path]
+        is_data = is_data and packet.path.dscp not in frames.TRIM_REASONS
+        for t, ce, cut in link.send(self.now, size, self.rng, is_data):
             ecn = frames.Ecn.CE if ce or ce_before else frames.Ecn.ECT0
             marked = dataclasses.replace(packet, path=dataclasses.replace(packet.path, ecn=ecn))
+            if cut:
+                marked = _trimmed(marked, link.trim_dscp)
             self.at(t, functools.partial(self._deliver, dst, marked, path.plane))
 
     def _deliver(self, host: Host, packet: frames.Packet, plane: int = 0) -> None:
@@ -288,3 +306,8 @@ class Fabric:
                 timer = host.endpoint.get_timer()
                 if timer is not None and timer <= t:
                     host.endpoint.handle_timer(t)
+
+
+def _trimmed(packet: frames.Packet, dscp: int) -> frames.Packet:
+    """``packet`` cut to its headers, its DSCP set to a trimmed class."""
+    return frames.Packet(dataclasses.replace(packet.path, dscp=dscp), packet.header, b"")

@@ -98,7 +98,9 @@ class Nscc(CongestionControl):
         self._quick_adapt(now)
 
     def on_nack(self, nacked: int, now: float) -> None:
-        self.window -= nacked  # htsim: on NACK cwnd -= NACKed bytes
+        # htsim: a NACK may quick-adapt, as a loss does, and then cwnd -= NACKed bytes
+        self._quick_adapt(now)
+        self.window -= nacked
         self._clamp()
 
     def _delay(self, rtt: float | None) -> float:
