@@ -38,10 +38,13 @@ COUNTERS: tuple[str, ...] = (
 
 # struct port in labs/bpf/mrc_port.c, native byte order, no implicit padding: lock, flags,
 # rate; trim_at, limit, mark_min, mark_max, mark_p, burst; udp_port, keep, opcodes;
-# version, data_dscp, trim_dscp, 7 pad; prio_hi, prio_lo; prio_dscps; then 4 state words
-# and 8 counters, written as zero.
+# version, data_dscp, trim_dscp, 1 pad, udp_ports, 4 pad; prio_hi, prio_lo; prio_dscps;
+# then 4 state words and 8 counters, written as zero.
 _STATE_AND_COUNTERS = 12
-_PORT = struct.Struct(f"=IIQ6I3H3B7xIIQ{_STATE_AND_COUNTERS}Q")
+_PORT = struct.Struct(f"=IIQ6I3H3BxH4xIIQ{_STATE_AND_COUNTERS}Q")
+MRC_PORTS = 256
+"""UDP ports 4791 and the 255 above it are MRC's: a host runs one `mrc perf` server per
+port (one per incoming flow in the demos and repro), where a NIC has one port for all."""
 _KEY = struct.Struct("=6s2x")
 
 
@@ -58,7 +61,7 @@ def port_value(op: PortMap) -> bytes:
         0, flags, op.rate_bps // 8,
         op.trim_at, op.limit, op.mark_min, op.mark_max, mark_p, op.burst,
         MRC_UDP_PORT, STUB_L4, opcodes,
-        MRC_VERSION, DSCP_DATA, trim_dscp,
+        MRC_VERSION, DSCP_DATA, trim_dscp, MRC_PORTS,
         *prio, high,
         *([0] * _STATE_AND_COUNTERS),
     )  # fmt: skip

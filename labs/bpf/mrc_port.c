@@ -46,13 +46,15 @@ struct port {
 	__u32 mark_max;     /* RED: mark probability reaches mark_p here; every ECT above */
 	__u32 mark_p;       /* RED: probability at mark_max, in units of 2^-32 */
 	__u32 burst;        /* the port's bucket, bytes (its htb/tbf burst) */
-	__u16 udp_port;     /* trimmable: UDP destination port */
+	__u16 udp_port;     /* trimmable: the first UDP destination port of MRC's range */
 	__u16 keep;         /* trimmable: L4 bytes kept in a stub (UDP + MRC headers) */
 	__u16 opcodes;      /* trimmable: bit n set = MRC opcode n is data */
 	__u8 version;       /* trimmable: MRC version byte */
 	__u8 data_dscp;     /* trimmable: DSCP of the trimmable class */
 	__u8 trim_dscp;     /* DSCP written into a stub made at this port */
-	__u8 pad[7];
+	__u8 pad1;
+	__u16 udp_ports;    /* trimmable: how many ports from udp_port on (one per server) */
+	__u8 pad[4];
 	__u32 prio_hi;      /* skb->priority (htb classid) of the high class, 0 = none */
 	__u32 prio_lo;      /* skb->priority of every other packet */
 	__u64 prio_dscps;   /* bit d set: DSCP d goes to the high class */
@@ -132,7 +134,8 @@ static __always_inline int parse(struct __sk_buff *skb, const struct port *cfg, 
 	if (nexthdr != NEXTHDR_UDP || bpf_skb_load_bytes(skb, p->l4, &h, sizeof(h)) < 0)
 		return 0;
 	p->ulen = bpf_ntohs(h.udp.len);
-	p->trimmable = p->dscp == cfg->data_dscp && h.udp.dest == bpf_htons(cfg->udp_port) &&
+	p->trimmable = p->dscp == cfg->data_dscp &&
+		       (__u16)(bpf_ntohs(h.udp.dest) - cfg->udp_port) < cfg->udp_ports &&
 		       h.version == cfg->version && h.opcode < 16 &&
 		       (cfg->opcodes >> h.opcode) & 1 && p->ulen > cfg->keep &&
 		       p->l4 + p->ulen == skb->len && skb->gso_segs <= 1;

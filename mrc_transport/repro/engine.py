@@ -194,6 +194,8 @@ def _collect(flows: Flows, run: Run, res: RunResult) -> None:
         end = flows.mrc_end(flow.name)
         res.counters[flow.name] = mrc_counters(end)
         res.mrc_cpu_s += end.cpu_seconds if end is not None else 0.0
+        if end is not None:
+            res.mrc_ends[flow.name] = end
         if flow.events:
             res.recovery[flow.name] = flows.recovery_events(flow.name)
 

@@ -30,6 +30,7 @@ from mrc_transport.demo.flows import Flow
 from mrc_transport.demo.pauses import Pause
 from mrc_transport.demo.schedule import Step
 from mrc_transport.demo.timeline import Delivery, FaultWindow
+from mrc_transport.perf.report import EndDoc
 from mrc_transport.repro.machine import CpuUse
 
 START_SLACK_S = 0.5
@@ -91,6 +92,8 @@ class RunResult:
     """Times the whole machine stood still (demo/pauses.py)."""
     mrc_cpu_s: float = 0.0
     """CPU seconds the MRC clients reported spending (their end documents)."""
+    mrc_ends: dict[str, EndDoc] = field(default_factory=dict)
+    """Per MRC flow: its client's end document (both ends' counters, sRTT)."""
 
     def flow_deliveries(self, names: Sequence[str]) -> list[Delivery]:
         wanted = set(names)

@@ -18,6 +18,9 @@ from mrc_transport import wire
 from mrc_transport.io import batchio
 from mrc_transport.io.sockets import open_rx
 from mrc_transport.wire.frames import (
+    DSCP_DATA,
+    DSCP_TRIMMED,
+    DSCP_TRIMMED_LASTHOP,
     Common,
     DataHeader,
     Flags,
@@ -131,6 +134,25 @@ def test_records_read_data_packets_and_leave_the_rest(
     assert (ack["ev"], ack["cum_psn"]) == (0xABCDE, 100)
     assert recs[4] == OTHER_REC
     assert [receiver.meta(i) for i in range(len(metas))] == metas
+
+
+@pytest.mark.parametrize("make", RECEIVERS, ids=_name)
+@pytest.mark.parametrize("dscp", [DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP])
+def test_a_trimmed_stub_is_left_for_the_one_at_a_time_decoder(
+    make: Callable[[int, int], batchio.BurstReceiver], dscp: int
+) -> None:
+    """A data packet with a trimmed DSCP is NACKed, not placed: its record is RX_OTHER,
+    with or without the payload a switch cut (and with or without CE)."""
+    whole, stub = _mrc(DATA, BODY), _mrc(DATA)
+    datagrams = [whole, stub, stub, whole]
+    metas = [
+        _meta(len(whole), tclass=dscp << 2 | 2),
+        _meta(len(stub), tclass=dscp << 2 | 2),
+        _meta(len(stub), tclass=dscp << 2 | 3),
+        _meta(len(whole), tclass=DSCP_DATA << 2 | 2),
+    ]
+    recs = _burst(make(16, SLOT), datagrams, metas)
+    assert [r[DataField.KIND] for r in recs] == [RX_OTHER] * 3 + [RX_DATA]
 
 
 @pytest.mark.parametrize("make", RECEIVERS, ids=_name)

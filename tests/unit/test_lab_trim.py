@@ -156,6 +156,7 @@ def test_the_map_entry_packs_the_wire_constants() -> None:
     udp_port, keep, opcodes, version, data, trimmed = struct.unpack_from("=3H3B", value, 40)
     assert (udp_port, keep, opcodes, version) == (4791, STUB_L4, 0b1111, 1)
     assert (data, trimmed) == (DSCP_DATA, DSCP_TRIMMED_LASTHOP)
+    assert struct.unpack_from("=H", value, 50)[0] == 256  # ports 4791-5046 are MRC's
     prio_dscps = struct.unpack_from("=Q", value, 64)[0]
     assert prio_dscps == (1 << DSCP_TRIMMED) | (1 << DSCP_TRIMMED_LASTHOP)
     assert not prio_dscps & (1 << DSCP_CONTROL)  # control stays with data, as without trim

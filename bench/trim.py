@@ -1,0 +1,197 @@
+"""Packet trimming against drop-tail in an incast, side by side in one run.
+
+SENDERS hosts send SIZE bytes each to one host, all at once, so that host's ports are
+where the queues build. It is run twice on the shaped lab: on PRESET, where a full port
+drops, so SACKs and RACK find the losses, and on PRESET-trim, where every switch port
+trims above 64 KB and the receiver NACKs each stub. Per run:
+
+- the tail completion time: the last flow's last delivery, from the run's origin;
+- retransmissions and RTOs;
+- the time from a lost transmission to its retransmission, median and p99 (the senders'
+  Retransmit events, ``after``);
+- the base RTT: the sRTT of a lone 256 KB transfer on the same lab before the incast.
+
+Target with trimming: p99 loss-to-retransmit <= 2x the base RTT, and no RTO in the
+incast. Printed: the ratio of tail completion times (trim on / off). Every byte of every
+flow is verified.
+
+Run as root: .venv/bin/python bench/trim.py [--senders N] [--size BYTES] [--preset NAME]
+             [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from labs.topology import Topology
+from labs.units import parse_rate, parse_size
+from mrc_transport.demo.flows import Flow
+from mrc_transport.repro.engine import ReproConfig, run_on_lab
+from mrc_transport.repro.measure import ends
+from mrc_transport.repro.spec import START_SPREAD_S, Fabric, Run, RunResult
+
+BASE_BYTES = 256 * 1024
+MSG_LEN = "64K"
+PORT = 4791
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One incast's measurements."""
+
+    preset: str
+    verified: bool
+    base_rtt_ms: float
+    tail_s: float
+    retransmits: int
+    by_cause: dict[str, int]
+    rtos: int
+    nacks: int
+    """NACKs the senders accepted."""
+    stubs: int
+    """Trimmed stubs the receivers NACKed."""
+    rtx_median_ms: float | None
+    """Lost transmission to retransmission, every cause."""
+    rtx_p99_ms: float | None
+
+
+def plan(topo: Topology, senders: int, nbytes: int) -> tuple[Run, Run]:
+    """The lone base-RTT transfer, then the incast: the senders taken from the other racks
+    first, all to the first host of rack 0."""
+    receiver = topo.hosts_in_rack(0)[0]
+    others = [h for h in reversed(topo.hosts) if h != receiver][:senders]
+    if len(others) < senders:
+        raise SystemExit(f"bench/trim.py: the lab has {len(others)} hosts besides {receiver}")
+    line_rate = topo.host_link.rate_bps * topo.planes
+    seconds = 2 * senders * nbytes * 8 / line_rate + START_SPREAD_S
+    base = Flow(
+        "base", "mrc", others[0], receiver, PORT, seconds, msg_len=MSG_LEN, nbytes=BASE_BYTES
+    )
+    flows = tuple(
+        Flow(
+            f"{src}->{receiver}",
+            "mrc",
+            src,
+            receiver,
+            PORT + 1 + i,
+            seconds,
+            msg_len=MSG_LEN,
+            events=True,
+            nbytes=nbytes,
+        )
+        for i, src in enumerate(others)
+    )
+    return Run("base", (base,), seconds), Run("incast", flows, seconds)
+
+
+def percentile(xs: Sequence[float], q: float) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def figures(name: str, base: RunResult, incast: RunResult) -> Figures:
+    end = base.mrc_ends.get("base")
+    srtt = end.streams[0].sender.srtt_us if end is not None and end.streams else None
+    events = [e for evs in incast.recovery.values() for e in evs]
+    rtx = [e for e in events if e["event"] == "retransmit"]
+    after = [float(e["after"]) * 1e3 for e in rtx]
+    causes: dict[str, int] = {}
+    for e in rtx:
+        causes[e["cause"]] = causes.get(e["cause"], 0) + 1
+    streams = [s for end in incast.mrc_ends.values() for s in end.streams]
+    names = [f.name for f in incast.run.flows]
+    return Figures(
+        preset=name,
+        verified=all(base.verified.values()) and all(incast.verified.values()),
+        base_rtt_ms=(srtt or 0.0) / 1e3,
+        tail_s=max(ends(incast.deliveries, names), default=incast.t_origin) - incast.t_origin,
+        retransmits=sum(c["retransmits"] for c in incast.counters.values()),
+        by_cause=causes,
+        rtos=sum(1 for e in events if e["event"] == "rto_fired"),
+        nacks=sum(s.sender_counters.get("nacks_received", 0) for s in streams),
+        stubs=sum(s.receiver_counters.get("trimmed_received", 0) for s in streams),
+        rtx_median_ms=statistics.median(after) if after else None,
+        rtx_p99_ms=percentile(after, 0.99),
+    )
+
+
+def run(name: str, rate_bps: int, senders: int, nbytes: int, out: Path) -> Figures:
+    topo = Fabric(preset=name, rate_bps=rate_bps).build()
+    runs = plan(topo, senders, nbytes)
+    lab = f"btrim{secrets.token_hex(2)}"
+    results = run_on_lab(runs, ReproConfig(topo, out / name), lab, Console(stderr=True))
+    return figures(name, results[0], results[1])
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} ms"
+
+
+def report(off: Figures, on: Figures) -> None:
+    rows = [
+        ("every byte verified", str(off.verified), str(on.verified)),
+        ("base RTT (lone sRTT)", _ms(off.base_rtt_ms), _ms(on.base_rtt_ms)),
+        ("tail completion", f"{off.tail_s:.3f} s", f"{on.tail_s:.3f} s"),
+        ("retransmissions", str(off.retransmits), str(on.retransmits)),
+        ("  by cause", _causes(off.by_cause), _causes(on.by_cause)),
+        ("RTOs", str(off.rtos), str(on.rtos)),
+        ("stubs NACKed / NACKs taken", f"{off.stubs} / {off.nacks}", f"{on.stubs} / {on.nacks}"),
+        ("loss -> retransmit, median", _ms(off.rtx_median_ms), _ms(on.rtx_median_ms)),
+        ("loss -> retransmit, p99", _ms(off.rtx_p99_ms), _ms(on.rtx_p99_ms)),
+    ]
+    print(f"{'':30} {off.preset:>22} {on.preset:>22}")
+    for label, a, b in rows:
+        print(f"{label:30} {a:>22} {b:>22}")
+    ratio = on.tail_s / off.tail_s if off.tail_s > 0 else float("nan")
+    print(f"tail completion, trim on / off: {ratio:.2f}x")
+    p99_ok = on.rtx_p99_ms is not None and on.rtx_p99_ms <= 2 * on.base_rtt_ms
+    verdict = "met" if p99_ok and on.rtos == 0 else "not met"
+    print(
+        f"target (trim on: p99 loss -> retransmit <= 2x base RTT = {_ms(2 * on.base_rtt_ms)}, "
+        f"0 RTOs): {verdict}"
+    )
+
+
+def _causes(c: dict[str, int]) -> str:
+    return " ".join(f"{k}:{v}" for k, v in sorted(c.items())) or "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--senders", type=int, default=6)
+    ap.add_argument("--size", default="2M", help="bytes per sender (default 2M)")
+    ap.add_argument("--preset", default="default", help="the lab without trimming")
+    ap.add_argument(
+        "--rate",
+        default="20mbit",
+        help="every link's rate (default 20mbit: low enough that the Python ends are not "
+        "CPU-bound, so the receiver's ports are the bottleneck)",
+    )
+    ap.add_argument("--json", type=Path, help="write both runs' figures here")
+    ap.add_argument("--out", type=Path, help="keep the runs' records, events and logs here")
+    args = ap.parse_args(argv)
+    nbytes, rate = parse_size(args.size), int(parse_rate(args.rate))
+    with tempfile.TemporaryDirectory(prefix="mrc-bench-trim-") as tmp:
+        out = args.out or Path(tmp)
+        off = run(args.preset, rate, args.senders, nbytes, out)
+        on = run(f"{args.preset}-trim", rate, args.senders, nbytes, out)
+    report(off, on)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"off": asdict(off), "on": asdict(on)}, indent=2) + "\n")
+    return 0 if off.verified and on.verified else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
