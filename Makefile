@@ -65,11 +65,21 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy
 
-# The suite runs twice: native required (the C fast path and the compiled core; a missing
-# build is an error, not a silent fallback), then the pure-Python reference.
+# The suite runs with the native backend required (the C fast path and the compiled core;
+# a missing build is an error, not a silent fallback), then the tests whose code the backend
+# switch changes run again on the pure-Python reference: the codec, burst IO, the protocol
+# core, the endpoint, real transfers on a lab. The rest (labs, CLI, demos) does not depend
+# on it, and the native run already checks C against Python and the compiled core against
+# its source (tests/unit/test_fastpath.py, tests/sim/test_sim_twins.py).
+PURE_TESTS := tests/unit/test_backend.py tests/unit/test_batchio*.py tests/unit/test_codec.py \
+	tests/unit/test_compiled_core.py tests/unit/test_data_run.py tests/unit/test_frozen.py \
+	tests/unit/test_hand_over.py tests/unit/test_io_endpoint.py tests/unit/test_protocol_*.py \
+	tests/unit/test_scapy_crosscheck.py tests/unit/test_wireshark_dissector.py \
+	tests/sim/test_sim_reliability.py tests/sim/test_sim_trim.py tests/lab/test_perf.py
+
 test: setup lint typecheck
 	MRC_PUREPYTHON=0 .venv/bin/pytest -q $(PYTEST_ARGS)
-	MRC_PUREPYTHON=1 .venv/bin/pytest -q $(PYTEST_ARGS)
+	MRC_PUREPYTHON=1 .venv/bin/pytest -q $(PURE_TESTS) $(PYTEST_ARGS)
 
 unit: setup
 	.venv/bin/pytest -q tests/unit tests/sim $(PYTEST_ARGS)

@@ -18,9 +18,10 @@ incast's port spreading upstream) cannot happen here. A single-path victim still
 what the single-path incast flows that ECMP hashed onto its uplink and downlink take;
 sprayed MRC flows spread over every T1 and leave room on each.
 
-Packet trimming: a fabric whose link classes trim (``--topology`` with ``trim:``; the
-endpoint does not NACK the stubs yet, so they are recovered as losses) changes the
-incast's own losses at h0's port into trimmed stubs; the victim's measure stays the same.
+Packet trimming: on a fabric whose switch ports trim (``--preset default-trim``, or
+``--topology`` with ``trim:``) the incast's losses at h0's port become trimmed stubs that
+h0 NACKs, and the senders resend within about an RTT (docs/protocol.md, "Trimmed data
+packets"); the victim's measure stays the same.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ EXPERIMENT = Experiment(
         preset="default", planes=1, hosts_per_rack=8, t1_per_plane=3, rate_bps=20_000_000
     ),
     full=Knobs(),
-    quick=Knobs(senders=3, incast_s=3.0, alone_s=2.5, settle_s=0.5),
+    quick=Knobs(senders=3, incast_s=2.0, alone_s=1.5, settle_s=0.5),
     check=check,
     plan=plan,
     measure=measure,

@@ -214,7 +214,7 @@ EXPERIMENT = Experiment(
     "loss MRC keeps about a third of line rate and RoCE is unusable.",
     fabric=Fabric(preset="default", rate_bps=20_000_000),
     full=Knobs(),
-    quick=Knobs(clean_s=2.0, phase_s=2.5, settle_s=0.5),
+    quick=Knobs(clean_s=1.5, phase_s=2.0, settle_s=0.5, levels=(1.0,)),
     check=check,
     plan=plan,
     measure=measure,

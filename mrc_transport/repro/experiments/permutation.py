@@ -131,7 +131,7 @@ EXPERIMENT = Experiment(
     "single-path flows get 1/2 or 1/3 of line rate; MRC flows all get full rate.",
     fabric=Fabric(preset="default", planes=1, rate_bps=20_000_000),
     full=Knobs(),
-    quick=Knobs(duration_s=4.0),
+    quick=Knobs(duration_s=3.0),
     check=check,
     plan=plan,
     measure=measure,
