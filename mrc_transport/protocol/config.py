@@ -69,6 +69,12 @@ class Config:
     1/4 for a single path; ours: 1, since spraying reorders by a whole queue)."""
     initial_rtt: float = 1e-3
     """RTT assumed before the first sample (ours; RFC 6298 uses 1 s for the Internet)."""
+    first_rto: float = 50e-3
+    """Least RTO until a data packet's RTT was sampled (ours): the handshake's small packets
+    understate a data packet's RTT (a 9000-byte packet takes 0.72 ms per hop at 100
+    Mbit/s, and the first window queues at the sender's own ports), and an RTO from
+    them fired on the first window of most connections of an incast in the shaped lab
+    (docs/measurements.md, bench/trim.py)."""
     min_rto: float = 1e-3
     """Smallest retransmission timeout (htsim: 100 us for hardware; ours: 1 ms for a
     userspace stack whose scheduling jitter is about that)."""

@@ -154,7 +154,9 @@ class Connection:
         self.state = new
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
-            self._drain_len = self.cfg.drain_rtos * max(self.sender.rto, self.cfg.setup_timeout)
+            # the path's RTO, not the first-window floor: a receiving end samples no data RTT
+            rto = self.sender.path_rto
+            self._drain_len = self.cfg.drain_rtos * max(rto, self.cfg.setup_timeout)
             self._drain_at = now + self._drain_len
             self._events.append(events.ConnectionClosed(now, self.conn, reason or inp.value))
         return True
@@ -409,7 +411,7 @@ class Connection:
         self._start(h, now)
         if h.common.flags & Flags.TS and h.ts == self._retry_ts:
             rtt = max(now - h.ts / 1e9, 0.0)
-            self.sender.rtt_sample(rtt)
+            self.sender.rtt_sample(rtt, data=False)
             self.cc.on_rtt_sample(rtt)
 
     def _on_data(self, packet: frames.Packet, now: float) -> None:

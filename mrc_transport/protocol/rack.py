@@ -129,7 +129,8 @@ class Rack:
         self._rack_rtt = 0.0
         self.deadline = math.inf
         """When ``detect_losses`` must run next: the reorder timer, or at once after a SACK."""
-        self._last_rto = -math.inf
+        self._restart = -math.inf
+        """When the retransmission timer last restarted: an RTO, or a NACK."""
 
     def plane(self, plane: int) -> PlaneRack:
         """The RACK state of ``plane`` (made at its first use)."""
@@ -254,14 +255,22 @@ class Rack:
     def on_rto(self, now: float) -> SentPacket | None:
         """The retransmission timer expired at ``now``: it restarts, and the oldest packet
         in flight is the one to resend (RFC 6298 5.4 and 5.5)."""
-        self._last_rto = now
+        self._restart = now
         return self.oldest()
 
+    def on_nack(self, now: float) -> None:
+        """A NACK came: the receiver hears this connection, and a trimming fabric is
+        telling it where its queues are full, so the timer restarts (as RFC 6298 5.3 does
+        on an acknowledgement). The oldest packet in flight may wait behind a queue up to
+        the trim threshold, longer than an RTO learned on an empty fabric; its loss would
+        come back as a NACK too."""
+        self._restart = max(self._restart, now)
+
     def _rto_start(self) -> float:
-        """The RTO runs from the oldest packet's send or the last RTO, whichever is later
-        (RFC 6298 5.5: an expired timer restarts)."""
+        """The RTO runs from the oldest packet's send or the last restart, whichever is
+        later (RFC 6298 5.5: an expired timer restarts)."""
         oldest = self.oldest()
-        return max(math.inf if oldest is None else oldest.sent_time, self._last_rto)
+        return max(math.inf if oldest is None else oldest.sent_time, self._restart)
 
     def flush(self, plane: int) -> list[SentPacket]:
         """Every packet in flight on ``plane``, its order emptied (its port went down)."""

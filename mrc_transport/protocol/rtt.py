@@ -8,7 +8,9 @@ packet was a retransmission. The connection's estimator is RFC 6298 section 2: t
 sample sets SRTT = R and RTTVAR = R / 2, each later one updates RTTVAR with gain 1/4 and
 SRTT with gain 1/8. The RTO is SRTT + 4 RTTVAR within [``min_rto``, ``max_rto``], doubled
 for each RTO in a row (section 5.5); before the first sample it is 3 x ``initial_rtt``
-(ours; section 2.1 starts at 1 s).
+(ours; section 2.1 starts at 1 s). Until a data packet's RTT was sampled, the sender's
+retransmission timer waits at least ``first_rto``: the handshake's sample is of small
+packets (ours; sender.py ``rto``).
 
 Spraying over planes whose NIC ports queue differently widens the RTT distribution: a
 packet behind the deepest queue sees the peak, not the mean (the paper splits each NIC
@@ -73,9 +75,13 @@ class RttEstimator:
         """Slowly decaying maximum RTT of all planes."""
         self.planes: dict[int, PlaneRtt] = {}
         """Each plane's RTTs, by plane, in the order the planes were first used."""
+        self.data_sampled = False
+        """Whether a data packet's RTT was sampled."""
 
-    def on_sample(self, rtt: float) -> float:
-        """Feed one RTT measurement (RFC 6298 section 2); returns the smoothed RTT."""
+    def on_sample(self, rtt: float, data: bool = True) -> float:
+        """Feed one RTT measurement (RFC 6298 section 2), of a data packet or not (the
+        handshake's); returns the smoothed RTT."""
+        self.data_sampled = self.data_sampled or data
         self.min_rtt = min(self.min_rtt, rtt)
         self.peak = _decayed_peak(self.peak, rtt)
         if self.srtt is None:

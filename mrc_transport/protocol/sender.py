@@ -26,6 +26,7 @@ more than ``max_rto_count`` RTOs in a row.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Collection
 
@@ -91,9 +92,18 @@ class Sender:
 
     # -- RTT ----------------------------------------------------------------------------
     @property
-    def rto(self) -> float:
-        """The retransmission timeout, backed off for the RTOs in a row (rtt.py)."""
+    def path_rto(self) -> float:
+        """The RTO of the RTT estimates, backed off for the RTOs in a row (rtt.py)."""
         return self.rtt.rto(self.rto_count)
+
+    @property
+    def rto(self) -> float:
+        """The retransmission timeout: ``path_rto``, at least ``first_rto`` (backed off)
+        until a data packet's RTT was sampled (Config.first_rto says why)."""
+        rto = self.path_rto
+        if self.rtt.data_sampled:
+            return rto
+        return min(max(rto, math.ldexp(self.cfg.first_rto, self.rto_count)), self.cfg.max_rto)
 
     @property
     def srtt(self) -> float | None:
@@ -105,9 +115,10 @@ class Sender:
         """The least RTT seen."""
         return self.rtt.min_rtt
 
-    def rtt_sample(self, rtt: float) -> None:
-        """Feed one RTT measurement; the EV set's probe timers count in it."""
-        srtt = self.rtt.on_sample(rtt)
+    def rtt_sample(self, rtt: float, data: bool = True) -> None:
+        """Feed one RTT measurement, of a data packet or not (the handshake's); the EV
+        set's probe timers count in it."""
+        srtt = self.rtt.on_sample(rtt, data)
         self.evs.on_rtt_sample(self.rtt.min_rtt, srtt)
 
     @property
@@ -378,6 +389,7 @@ class Sender:
             self.counters.nack_invalid += 1
             return
         self.counters.nacks_received += 1
+        self.rack.on_nack(now)
         trimmed = h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP)
         plane = pkt.ev.plane
         self._requeue(pkt, "trimmed" if trimmed else "nack")

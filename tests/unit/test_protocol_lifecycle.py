@@ -127,7 +127,7 @@ def test_drain_lasts_three_rtos_and_a_late_close_extends_it() -> None:
     fabric.run(1.0, lambda: conn.state is ConnState.CLOSED)
     t_closed = fabric.now
     [server] = b.endpoint.connections.values()
-    drain = CFG.drain_rtos * max(server.sender.rto, CFG.setup_timeout)
+    drain = CFG.drain_rtos * max(server.sender.path_rto, CFG.setup_timeout)
     fabric.run(t_closed + 0.9 * drain)
     assert server.conn in b.endpoint.connections
     fabric.run(t_closed + 1.2 * drain)
