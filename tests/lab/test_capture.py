@@ -64,6 +64,20 @@ def wait_recording(proc: subprocess.Popen[bytes], pcap: Path) -> None:
         time.sleep(0.05)
 
 
+def wait_quiet(pcap: Path, quiet: float = 0.5, timeout: float = 10.0) -> None:
+    """Until the file has not grown for ``quiet`` seconds: dumpcap has read what the kernel
+    queued for it (what it has not read when Ctrl-C comes, it drops as "flushed")."""
+    size, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now_size = pcap.stat().st_size
+        if now_size != size:
+            size, since = now_size, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{pcap} kept growing for {timeout} s")
+
+
 def stop(proc: subprocess.Popen[bytes]) -> int:
     """Ctrl-C, as a terminal sends it; the exit code."""
     proc.send_signal(signal.SIGINT)
@@ -97,6 +111,7 @@ def test_a_transfer_decodes_in_tshark_as_in_our_decoder_and_scapy(lab: str, tmp_
         wait_recording(proc, pcap)
         transfer = perf(lab, "-n", "256K")
         assert transfer.wait(timeout=60) == 0
+        wait_quiet(pcap)
     finally:
         assert stop(proc) == 0
     shown = fields(pcap, (*ALL_FIELDS, "frame.interface_name"))
