@@ -167,7 +167,7 @@ class Rack:
                 pr.reorder = max(pr.reorder, rtt - pr.rack_rtt)
             else:
                 pr.seq, pr.plane_seq, pr.rack_rtt = pkt.seq, pkt.plane_seq, rtt
-            pr.rtt.on_ack(rtt)
+            pr.rtt.on_ack(rtt, pkt.sent_time)
         pkt.seq = 0  # no dict lookup needed to tell its entries are stale (``_current``)
 
     def run_by(self, now: float) -> None:

@@ -47,17 +47,23 @@ class PlaneRtt:
         """Smoothed RTT of the plane's packets (RFC 6298 gain; None before a sample)."""
         self.peak = 0.0
         """Slowly decaying maximum RTT: the deepest the plane's port queue stood lately."""
+        self.delivered_sent = -math.inf
+        """Send time of the latest-sent packet on this plane known delivered: the plane
+        carried traffic at least until then."""
 
-    def on_ack(self, rtt: float) -> None:
-        """An original transmission on this plane was acknowledged ``rtt`` after it left."""
+    def on_ack(self, rtt: float, sent: float) -> None:
+        """An original transmission on this plane, sent at ``sent``, was acknowledged
+        ``rtt`` after it left."""
         self.srtt = rtt if self.srtt is None else 0.875 * self.srtt + 0.125 * rtt
         self.peak = _decayed_peak(self.peak, rtt)
+        self.delivered_sent = max(self.delivered_sent, sent)
 
-    def on_trigger(self, rtt: float) -> None:
+    def on_trigger(self, rtt: float, now: float) -> None:
         """A SACK reflected the timestamp of a packet sent on this plane, ``rtt`` ago: a
         sample no retransmission makes ambiguous, so a plane whose packets were all
-        (wrongly) resent still learns how deep its queue is."""
+        (wrongly) resent still learns how deep its queue is, and that it delivers."""
         self.peak = _decayed_peak(self.peak, rtt)
+        self.delivered_sent = max(self.delivered_sent, now - rtt)
 
 
 class RttEstimator:
@@ -111,10 +117,17 @@ class RttEstimator:
         rto = math.ldexp(max(self.cfg.min_rto, base), min(backoff, 30))
         return min(rto, self.cfg.max_rto)
 
-    def fastest(self, ok: list[int]) -> int | None:
-        """The plane of ``ok`` with the lowest smoothed RTT (None: none has a sample)."""
+    def fastest(self, ok: list[int], since: float = -math.inf) -> int | None:
+        """The plane of ``ok`` with the lowest smoothed RTT among those that delivered a
+        packet sent after ``since``, else among all of ``ok`` (None: none has a sample).
+        A resend of a packet sent at ``since`` must not go to a plane that has carried
+        nothing since: its smoothed RTT is that of before it died (ours: two of a host's
+        four ports going down together stalled a transfer for seconds, every resend going
+        to a dead plane and the RTO backing off)."""
+        alive = [p for p in ok if p in self.planes and self.planes[p].delivered_sent > since]
+        pool = alive or ok
         best, best_rtt = None, math.inf
         for plane, pr in self.planes.items():
-            if pr.srtt is not None and pr.srtt < best_rtt and plane in ok:
+            if pr.srtt is not None and pr.srtt < best_rtt and plane in pool:
                 best, best_rtt = plane, pr.srtt
         return best

@@ -204,7 +204,7 @@ class Sender:
         the packet the receiver misses. Trimmed again, it waits for room: the queue is
         still full, and resending at once again fed it a stub per packet per RTT."""
         planes = self.evs.usable_planes()
-        plane = pkt.rtx_plane if pkt.rtx_plane in planes else self.rtt.fastest(planes)
+        plane = pkt.rtx_plane if pkt.rtx_plane in planes else self._rtx_plane(pkt, planes)
         urgent = self._rto_resend or (pkt.rtx_plane >= 0 and pkt.rtx == 0)
         if not urgent and not (
             self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
@@ -214,6 +214,21 @@ class Sender:
         heapq.heappop(self._rtx)
         self._send_rtx(pkt, plane, now, out)
         return True
+
+    def _rtx_plane(self, pkt: SentPacket, planes: list[int]) -> int | None:
+        """The plane for a resend of ``pkt``: the fastest of those that delivered a packet
+        sent after it (rtt.py ``fastest``), worth waiting for if it has no room. When none
+        did, the fastest of all may be dead, its window full of packets not yet found
+        lost: then the fastest with room, so that a resend waiting on it does not hold
+        back every plane (ours: a transfer stood still until the RTO)."""
+        since = pkt.sent_time
+        plane = self.rtt.fastest(planes, since)
+        if plane is None or self._rto_resend or self.cc.room(plane, pkt.length):
+            return plane
+        if self.rtt.planes[plane].delivered_sent > since:
+            return plane
+        roomy = [p for p in planes if self.cc.room(p, pkt.length)]
+        return self.rtt.fastest(roomy, since) if roomy else plane
 
     def _send_rtx(
         self, pkt: SentPacket, plane: int | None, now: float, out: list[Outgoing]
@@ -332,7 +347,7 @@ class Sender:
     def _reflected(self, ev: Ev, rtt: float | None, ecn: bool, now: float) -> None:
         """The SACK's trigger went on ``ev``: its plane's RTT, its path's ECN echo."""
         if rtt is not None:
-            self.rtt.plane(ev.plane).on_trigger(rtt)
+            self.rtt.plane(ev.plane).on_trigger(rtt, now)
         if ecn:
             self.counters.ecn_echoes += 1
             self.evs.on_ecn_echo(ev, now)

@@ -167,3 +167,17 @@ def test_persistent_marks_on_one_plane_shrink_its_window_only() -> None:
     assert w.alpha[1] == 0.0
     assert w.windows()[0] < 0.5 * start[0]
     assert w.windows()[1] >= start[1]
+
+
+def test_a_resend_goes_to_the_fastest_plane_that_delivered_since_the_loss() -> None:
+    from mrc_transport.protocol.config import Config
+    from mrc_transport.protocol.rtt import RttEstimator
+
+    rtt = RttEstimator(Config())
+    for plane, (srtt, sent) in enumerate([(1e-3, 1.0), (2e-3, 1.0), (3e-3, 5.0), (4e-3, 5.0)]):
+        rtt.plane(plane).on_ack(srtt, sent)
+    # planes 0 and 1 are the fastest but have delivered nothing sent after t = 2
+    assert rtt.fastest([0, 1, 2, 3], since=2.0) == 2
+    assert rtt.fastest([0, 1, 2, 3]) == 0
+    # when no plane delivered since, the smoothed RTT decides among all
+    assert rtt.fastest([0, 1, 2, 3], since=9.0) == 0
