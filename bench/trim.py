@@ -7,13 +7,16 @@ trims above 64 KB and the receiver NACKs each stub. Per run:
 
 - the tail completion time: the last flow's last delivery, from the run's origin;
 - retransmissions and RTOs;
-- the time from a lost transmission to its retransmission, median and p99 (the senders'
-  Retransmit events, ``after``);
+- the time from a loss to its retransmission, median and p99: for a trimmed packet from
+  the arrival of its stub at the receiver (its receiver's TrimmedNacked event; the stub
+  left the port that cut it ahead of the queue) to the resend; for every loss, trimmed or
+  not, from the lost transmission (the senders' Retransmit events, ``after``: an upper
+  bound, which includes the queues the packet waited in before it was lost);
 - the base RTT: the sRTT of a lone 256 KB transfer on the same lab before the incast.
 
-Target with trimming: p99 loss-to-retransmit <= 2x the base RTT, and no RTO in the
-incast. Printed: the ratio of tail completion times (trim on / off). Every byte of every
-flow is verified.
+Target with trimming: p99 trim-to-resend <= 2x the base RTT, and no RTO in the incast.
+Printed: the ratio of tail completion times (trim on / off). Every byte of every flow is
+verified.
 
 Run as root: .venv/bin/python bench/trim.py [--senders N] [--size BYTES] [--preset NAME]
              [--json FILE]
@@ -63,6 +66,9 @@ class Figures:
     rtx_median_ms: float | None
     """Lost transmission to retransmission, every cause."""
     rtx_p99_ms: float | None
+    trim_median_ms: float | None
+    """A trim (its stub's arrival at the receiver, which NACKed it) to the resend."""
+    trim_p99_ms: float | None
 
 
 def plan(topo: Topology, senders: int, nbytes: int) -> tuple[Run, Run]:
@@ -101,6 +107,26 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def trim_to_resend(incast: RunResult) -> list[float]:
+    """Per resend of a trimmed packet, ms from the arrival of its stub at the receiver
+    (the latest before the resend): the stub left the port that cut it at once, ahead of
+    its queue, so its arrival is the loss's time to within the hops after that port."""
+    out: list[float] = []
+    for name, sent in incast.recovery.items():
+        stubs: dict[int, list[float]] = {}
+        for e in incast.receiver_recovery.get(name, []):
+            if e["event"] == "trimmed_nacked":
+                stubs.setdefault(int(e["psn"]), []).append(float(e["t_mono"]))
+        for e in sent:
+            if e["event"] != "retransmit" or e["cause"] != "trimmed":
+                continue
+            t = float(e["t_mono"])
+            seen = [s for s in stubs.get(int(e["psn"]) & 0xFFFF_FFFF, []) if s <= t]
+            if seen:
+                out.append((t - max(seen)) * 1e3)
+    return out
+
+
 def figures(name: str, base: RunResult, incast: RunResult) -> Figures:
     end = base.mrc_ends.get("base")
     srtt = end.streams[0].sender.srtt_us if end is not None and end.streams else None
@@ -111,6 +137,7 @@ def figures(name: str, base: RunResult, incast: RunResult) -> Figures:
     for e in rtx:
         causes[e["cause"]] = causes.get(e["cause"], 0) + 1
     streams = [s for end in incast.mrc_ends.values() for s in end.streams]
+    trims = trim_to_resend(incast)
     names = [f.name for f in incast.run.flows]
     return Figures(
         preset=name,
@@ -124,6 +151,8 @@ def figures(name: str, base: RunResult, incast: RunResult) -> Figures:
         stubs=sum(s.receiver_counters.get("trimmed_received", 0) for s in streams),
         rtx_median_ms=statistics.median(after) if after else None,
         rtx_p99_ms=percentile(after, 0.99),
+        trim_median_ms=statistics.median(trims) if trims else None,
+        trim_p99_ms=percentile(trims, 0.99),
     )
 
 
@@ -148,18 +177,20 @@ def report(off: Figures, on: Figures) -> None:
         ("  by cause", _causes(off.by_cause), _causes(on.by_cause)),
         ("RTOs", str(off.rtos), str(on.rtos)),
         ("stubs NACKed / NACKs taken", f"{off.stubs} / {off.nacks}", f"{on.stubs} / {on.nacks}"),
-        ("loss -> retransmit, median", _ms(off.rtx_median_ms), _ms(on.rtx_median_ms)),
-        ("loss -> retransmit, p99", _ms(off.rtx_p99_ms), _ms(on.rtx_p99_ms)),
+        ("lost send -> resend, median", _ms(off.rtx_median_ms), _ms(on.rtx_median_ms)),
+        ("lost send -> resend, p99", _ms(off.rtx_p99_ms), _ms(on.rtx_p99_ms)),
+        ("trim -> resend, median", "-", _ms(on.trim_median_ms)),
+        ("trim -> resend, p99", "-", _ms(on.trim_p99_ms)),
     ]
     print(f"{'':30} {off.preset:>22} {on.preset:>22}")
     for label, a, b in rows:
         print(f"{label:30} {a:>22} {b:>22}")
     ratio = on.tail_s / off.tail_s if off.tail_s > 0 else float("nan")
     print(f"tail completion, trim on / off: {ratio:.2f}x")
-    p99_ok = on.rtx_p99_ms is not None and on.rtx_p99_ms <= 2 * on.base_rtt_ms
+    p99_ok = on.trim_p99_ms is not None and on.trim_p99_ms <= 2 * on.base_rtt_ms
     verdict = "met" if p99_ok and on.rtos == 0 else "not met"
     print(
-        f"target (trim on: p99 loss -> retransmit <= 2x base RTT = {_ms(2 * on.base_rtt_ms)}, "
+        f"target (trim on: p99 trim -> resend <= 2x base RTT = {_ms(2 * on.base_rtt_ms)}, "
         f"0 RTOs): {verdict}"
     )
 

@@ -60,7 +60,7 @@ class Flow:
     scheduler: str | None = None
     """MRC spraying scheduler (--scheduler); None: perf's default."""
     events: bool = False
-    """MRC: keep the sender's recovery events (--events) for ``recovery_events``."""
+    """MRC: keep both ends' recovery events (--events) for ``recovery_events``."""
     nbytes: int | None = None
     """Send this many bytes (-n) instead of for ``seconds``: an MRC sender stops taking
     data at -t but delivers what it queued (up to 4 MiB, perf/session.py UNACKED_LIMIT), which
@@ -89,6 +89,9 @@ class Flows:
     def events_path(self, flow: Flow) -> Path:
         return self.out / f"{_stem(self.tag, flow)}.events.jsonl"
 
+    def receiver_events_path(self, flow: Flow) -> Path:
+        return self.out / f"{_stem(self.tag, flow)}.events.recv.jsonl"
+
     # -- argv ---------------------------------------------------------------------------
 
     def receiver_argv(self, flow: Flow) -> list[str]:
@@ -98,9 +101,10 @@ class Flows:
             if flow.streams > 1:
                 argv += ["--streams", str(flow.streams)]
             return tcpflow_argv(*argv)
+        events = ["--events", str(self.receiver_events_path(flow))] if flow.events else []
         return perf_argv(
             "-s", "-1", "--lab", self.lab, "-p", str(flow.port), "--json-stream", "-i", "0",
-            "--records", records, "--flow", flow.name,
+            "--records", records, "--flow", flow.name, *events,
         )  # fmt: skip
 
     def sender_argv(self, flow: Flow) -> list[str]:
@@ -199,9 +203,11 @@ class Flows:
                 out += read_records(path)
         return out
 
-    def recovery_events(self, name: str) -> list[dict[str, Any]]:
-        """The MRC sender's recovery events (io/eventlog.py records), [] without a log."""
-        path = self.events_path(self.flows[name])
+    def recovery_events(self, name: str, receiver: bool = False) -> list[dict[str, Any]]:
+        """The MRC sender's (or receiver's) recovery events (io/eventlog.py records), []
+        without a log."""
+        flow = self.flows[name]
+        path = self.receiver_events_path(flow) if receiver else self.events_path(flow)
         return eventlog.read(str(path)) if path.exists() else []
 
 

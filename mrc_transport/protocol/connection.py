@@ -421,7 +421,7 @@ class Connection:
             return
         reason = TRIM_REASONS.get(packet.path.dscp)
         if reason is not None:
-            self._trimmed(h, reason, packet.path.ev)
+            self._trimmed(h, reason, packet.path.ev, now)
             return
         ce = packet.path.ecn == frames.Ecn.CE
         self._data(
@@ -476,7 +476,9 @@ class Connection:
         elif verdict is Verdict.NACK:
             self._nack(psn32, frames.NackReason.PSN_OUT_OF_WINDOW, ev, ts)
 
-    def _trimmed(self, h: frames.DataHeader, reason: frames.NackReason, ev: int) -> None:
+    def _trimmed(
+        self, h: frames.DataHeader, reason: frames.NackReason, ev: int, now: float
+    ) -> None:
         """A data packet a switch trimmed to its headers: NACK it with the EV it came on,
         the reason telling where it was cut (the trimmed DSCP, docs/protocol.md)."""
         receiver = self.receiver
@@ -485,6 +487,8 @@ class Connection:
             return
         if receiver.on_trimmed(h.psn) is Verdict.NACK:
             self._nack(h.psn, reason, ev, h.ts)
+            lasthop = reason is frames.NackReason.TRIMMED_LASTHOP
+            self._events.append(events.TrimmedNacked(now, self.conn, h.psn, ev, lasthop))
 
     def _nack(self, psn32: int, reason: frames.NackReason, ev: int, ts: int) -> None:
         self.counters.nacks_sent += 1

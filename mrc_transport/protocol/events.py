@@ -122,6 +122,18 @@ class Retransmit(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class TrimmedNacked(Event):
+    """A stub of a data packet a switch trimmed arrived and was NACKed (receiving side)."""
+
+    psn: int
+    """Its PSN, as the stub carried it (32 bits)."""
+    ev: int
+    """The EV it arrived on."""
+    lasthop: bool
+    """Trimmed at the last hop (TRIMMED_LASTHOP), else on the way (TRIMMED)."""
+
+
+@dataclass(frozen=True, slots=True)
 class EcnMarked(Event):
     """A SACK echoed a CE mark for a packet sent on this EV."""
 

@@ -198,6 +198,7 @@ def _collect(flows: Flows, run: Run, res: RunResult) -> None:
             res.mrc_ends[flow.name] = end
         if flow.events:
             res.recovery[flow.name] = flows.recovery_events(flow.name)
+            res.receiver_recovery[flow.name] = flows.recovery_events(flow.name, receiver=True)
 
 
 def _say(console: Any, text: str) -> None:

@@ -82,6 +82,8 @@ class RunResult:
     """Per MRC flow: retransmits, lost, evs_retired, evs_readmitted (demo/flows.py)."""
     recovery: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per MRC flow with ``events``: its sender's recovery events (io/eventlog.py)."""
+    receiver_recovery: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per MRC flow with ``events``: its receiver's (e.g. the trimmed stubs it NACKed)."""
     played: list[tuple[Step, float, float]] = field(default_factory=list)
     """Each step with the monotonic times before and after it ran."""
     faults: list[FaultWindow] = field(default_factory=list)
