@@ -66,8 +66,8 @@ class Sender:
         self.inflight: dict[int, SentPacket] = {}
         self._rtx: list[int] = []
         self._trimmed: deque[int] = deque()
-        """PSNs trimmed once and NACKed, to resend before the heap's: behind a lost packet
-        that waits for window room, they waited too (ours: 17 ms of a 22 ms NACK loop)."""
+        """PSNs trimmed and NACKed, to resend before the heap's: behind a lost packet that
+        waits for window room, they waited too (ours: 17 ms of a 22 ms NACK loop)."""
         self._full: Collection[int] = ()
         """The planes whose window had no room at the latest window test (``_room``)."""
         self.rtt = RttEstimator(cfg)
@@ -208,13 +208,15 @@ class Sender:
         6298 5.4 has it: when the window shrank below what was in flight and all of it was
         lost, waiting for room took one RTO per packet (docs/measurements.md, "Seventh
         session"). A trimmed packet's resend takes another EV of its own plane and goes
-        at once the first time, as htsim's UEC source resends a NACKed packet: its bytes
-        left the queue with the trim, and the NACK's window cut holds back new data, not
-        the packet the receiver misses. Trimmed again, it waits for room: the queue is
-        still full, and resending at once again fed it a stub per packet per RTT."""
+        at once, as htsim's UEC source resends a NACKed packet: its bytes left the queue
+        with the trim, and the NACK's window cut holds back new data, not the packet the
+        receiver misses. Into a queue that stays at the trim threshold (an incast's last
+        hop, which ECN does not mark) a packet is trimmed again and again, a stub per RTT;
+        waiting for room instead put the p99 from trim to resend at 10x the base RTT
+        (docs/measurements.md, bench/trim.py)."""
         planes = self.evs.usable_planes()
         plane = pkt.rtx_plane if pkt.rtx_plane in planes else self._rtx_plane(pkt, planes)
-        urgent = self._rto_resend or (pkt.rtx_plane >= 0 and pkt.rtx == 0)
+        urgent = self._rto_resend or pkt.rtx_plane >= 0
         if not urgent and not (
             self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
         ):
@@ -423,8 +425,7 @@ class Sender:
         if not trimmed:
             return
         pkt.rtx_plane = plane
-        if pkt.rtx == 0:
-            self._trimmed.append(pkt.psn)
+        self._trimmed.append(pkt.psn)
         if h.reason is NackReason.TRIMMED:
             self.evs.apply(self.evs.by_value.get(h.ev, pkt.ev), EvInput.TRIMMED, now)
         self.cc.on_nack(plane, pkt.length, now)

@@ -70,7 +70,7 @@ def assert_every_byte(run: Incast) -> None:
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_trimming_turns_every_loss_into_a_nack_mostly_answered_within_two_rtts(seed: int) -> None:
+def test_trimming_turns_every_loss_into_a_nack_answered_within_two_rtts(seed: int) -> None:
     run = incast(seed, trim=True)
     assert_every_byte(run)
     assert sum(link.trimmed for link in run.fabric.links.values()) > 0
@@ -82,8 +82,7 @@ def test_trimming_turns_every_loss_into_a_nack_mostly_answered_within_two_rtts(s
     rtx = run.retransmits()
     causes = {e.cause for e in rtx}
     assert causes <= {"trimmed", "loss"}, causes
-    # a packet's first trim is resent at once: about one RTT after it was sent; a
-    # packet trimmed again waits for window room (the sender's docstring says why)
+    # a trimmed packet is resent at once: about one RTT after it was sent
     base_rtt = min(c.sender.min_rtt for c in run.conns)
     after = sorted(e.after for e in rtx if e.cause == "trimmed")
     assert after[len(after) // 2] <= 2 * base_rtt, (after[len(after) // 2], base_rtt)
