@@ -21,14 +21,14 @@ import subprocess
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
 from labs import netns
 from labs.apply import Job, config_jobs, run_jobs
 from labs.errors import ApplyError, LabError
-from labs.plan import Netns, Op, Sysctl, Veth, build, op_devs
+from labs.plan import Netns, Op, Route, Sysctl, Veth, build, op_devs
 from labs.state import events_path, load_state
 from labs.topology import Link, Topology, namespace
 
@@ -154,6 +154,33 @@ def _loss_lines(dev: str, per_million: int) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _admin_down(lab: str, node: str) -> set[str]:
+    """node's devices that are administratively down (a hard cut's lower end)."""
+    out = subprocess.run(
+        ["ip", "-n", namespace(lab, node), "-j", "link", "show"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise LabError(f"{node}: ip link show: {out.stderr.strip() or 'failed'}")
+    return {d["ifname"] for d in json.loads(out.stdout) if "UP" not in d.get("flags", [])}
+
+
+def _without_devs(op: Op, down: set[str]) -> Op | None:
+    """A multipath route without its nexthops over ``down`` (None: none left); any other
+    op as it is."""
+    if not isinstance(op, Route) or len(op.devs) < 2 or not down & set(op.devs):
+        return op
+    keep = tuple(d for d in op.devs if d not in down)
+    if not keep:
+        return None
+    spec = op.spec
+    for dev in down & set(op.devs):
+        spec = re.sub(rf" ?nexthop via \S+ dev {re.escape(dev)}(?= |$)", "", spec)
+    return replace(op, spec=spec.strip(), devs=keep)
+
+
 def _ends(link: Link) -> tuple[tuple[str, str], tuple[str, str]]:
     return (link.a, link.a_dev), (link.b, link.b_dev)
 
@@ -173,12 +200,17 @@ class Lab:
         return self._ops
 
     def reapply(self, node: str, dev: str) -> None:
-        """Re-add every address, neighbour, route and qdisc that uses node's dev."""
-        ops = [
+        """Re-add every address, neighbour, route and qdisc that uses node's dev. A route
+        over several devices leaves out those still cut (admin down), which the kernel
+        refuses as nexthops; restoring those re-adds it whole."""
+        ops: list[Op] = [
             op
             for op in self.ops
             if op.node == node and dev in op_devs(op) and not isinstance(op, Veth | Netns | Sysctl)
         ]
+        if any(isinstance(op, Route) and len(op.devs) > 1 for op in ops):
+            down = _admin_down(self.name, node) - {dev}  # dev comes up in these jobs
+            ops = [kept for op in ops if (kept := _without_devs(op, down)) is not None]
         run_jobs(config_jobs(self.name, ops))
 
     # -- links ------------------------------------------------------------------------------
@@ -264,10 +296,10 @@ class Lab:
         return events
 
     def restore_many(self, link_names: Sequence[str]) -> list[Event]:
-        """restore several links: every lower end set up first, then each restored. One by
-        one, the first's re-applied multipath routes (a host's ECMP route over all its
-        ports) would name the device of a second link that is still down, which the kernel
-        refuses ("Nexthop device is not up")."""
+        """restore several links: every lower end set up first, then each restored, side by
+        side, so a multipath route (a host's ECMP route over all its ports) comes back
+        with every one of their devices at once, not first without the others
+        (``reapply``)."""
         links = [self.topo.link(name) for name in link_names]
         for link in links:
             _ip(self.name, link.a, "link", "set", "dev", link.a_dev, "up")

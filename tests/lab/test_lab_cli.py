@@ -3,6 +3,7 @@ on a running lab are one-line exit-2 errors that change nothing, `up` will not o
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -121,3 +122,32 @@ def test_up_on_an_existing_lab_needs_force(
     assert f"lab '{tiny_lab}' exists" in err
     assert load_state(tiny_lab) == before  # still the tiny lab, untouched
     assert all_ok(tiny_lab)
+
+
+def test_one_of_two_cut_host_links_restores_alone(tiny_lab: str) -> None:
+    """A host's route to the fabric prefix has a nexthop per port; restoring one port while
+    another is still cut leaves the cut one out (the kernel refuses a nexthop over a device
+    that is down), and restoring that one puts it back."""
+    links = ["h0:t0-p0-0", "h0:t0-p1-0"]
+    for link in links:
+        assert main(["lab", "cut", link, "--name", tiny_lab]) == 0
+    assert main(["lab", "restore", links[0], "--name", tiny_lab]) == 0
+    assert fabric_route_devs(tiny_lab) == ["p0"]
+    assert main(["lab", "restore", links[1], "--name", tiny_lab]) == 0
+    assert fabric_route_devs(tiny_lab) == ["p0", "p1"]
+    assert all_ok(tiny_lab)
+
+
+def fabric_route_devs(lab: str) -> list[str]:
+    """The devices of h0's route to the fabric's host prefix, from the kernel."""
+    from labs.addressing import baseline_prefix
+
+    out = subprocess.run(
+        ["ip", "-n", namespace(lab, "h0"), "-j", "-6", "route", "show", baseline_prefix()],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    (route,) = json.loads(out)
+    hops = route.get("nexthops") or [route]
+    return sorted(h["dev"] for h in hops)
