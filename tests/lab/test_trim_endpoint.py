@@ -25,7 +25,7 @@ LINKS = "{rate: 20mbit, limit: 128kb%s}"
 TRIM = ", trim: {threshold: 24kb}"
 SENDERS = ("h1", "h2", "h3")
 RECEIVER = "h0"
-SIZE = "1M"
+SECONDS = "4"  # each; their starts (a Python start-up each) lie within a second or two
 PY = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 
 
@@ -41,13 +41,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topolog
 
 
 def incast(lab: str, out: Path) -> list[dict[str, Any]]:
-    """Every sender's one-shot `mrc perf -n SIZE` to RECEIVER at once; their -J ends."""
+    """Every sender's one-shot `mrc perf -t SECONDS` to RECEIVER at once, so that they
+    overlap for seconds whatever their start-ups take; their -J ends."""
     procs, logs = [], []
     for i, src in enumerate(SENDERS):
         log = out / f"{src}.json"
         argv = [*PY, "--lab", lab, "--from", src, "--to", RECEIVER, "-p", str(4792 + i)]
         procs.append(
-            subprocess.Popen([*argv, "-n", SIZE, "-l", "64K", "-J", "--logfile", str(log)])
+            subprocess.Popen([*argv, "-t", SECONDS, "-l", "64K", "-J", "--logfile", str(log)])
         )
         logs.append(log)
     for p in procs:
@@ -65,7 +66,7 @@ def test_an_incast_into_a_trimming_port_is_recovered_by_nacks(
     name, topo = lab
     ends = incast(name, tmp_path)
     assert all(e["verified"] for e in ends)
-    assert all(e["sum_received"]["bytes"] == 1 << 20 for e in ends)
+    assert all(e["sum_received"]["bytes"] == e["sum_sent"]["bytes"] > 0 for e in ends)
     trimmed = sum(c["trimmed"] for c in port_counters(name, topo))
     assert trimmed > 0, "the receiver's last hop trimmed"
     # The stubs the switches made reached a receiver, which NACKed them (a stub of a PSN
