@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from mrc_transport import backend, wire
-from mrc_transport.wire.frames import TRIM_REASONS, Ecn
+from mrc_transport.wire.frames import TRIM_REASONS, DataHeader, Ecn
 from mrc_transport.wire.records import OTHER_REC, RX_META, RX_REC, RxMeta, RxRec, record_of
 
 if backend.FASTPATH:
@@ -67,7 +67,7 @@ class PyBurstDecoder:
             )  # fmt: skip
         except wire.BadPacket:
             return OTHER_REC
-        if packet.path.dscp in TRIM_REASONS:
+        if packet.path.dscp in TRIM_REASONS and type(packet.header) is DataHeader:
             return OTHER_REC  # a trimmed stub: NACKed, not placed
         size = len(packet.payload)
         ce = int(packet.path.ecn == Ecn.CE)

@@ -143,16 +143,17 @@ def test_a_trimmed_stub_is_left_for_the_one_at_a_time_decoder(
 ) -> None:
     """A data packet with a trimmed DSCP is NACKed, not placed: its record is RX_OTHER,
     with or without the payload a switch cut (and with or without CE)."""
-    whole, stub = _mrc(DATA, BODY), _mrc(DATA)
-    datagrams = [whole, stub, stub, whole]
+    whole, stub, sack = _mrc(DATA, BODY), _mrc(DATA), _mrc(SACK)
+    datagrams = [whole, stub, stub, whole, sack]
     metas = [
         _meta(len(whole), tclass=dscp << 2 | 2),
         _meta(len(stub), tclass=dscp << 2 | 2),
         _meta(len(stub), tclass=dscp << 2 | 3),
         _meta(len(whole), tclass=DSCP_DATA << 2 | 2),
+        _meta(len(sack), tclass=dscp << 2 | 2),  # only data is trimmed: a SACK stays one
     ]
     recs = _burst(make(16, SLOT), datagrams, metas)
-    assert [r[DataField.KIND] for r in recs] == [RX_OTHER] * 3 + [RX_DATA]
+    assert [r[DataField.KIND] for r in recs] == [RX_OTHER] * 3 + [RX_DATA, RX_SACK]
 
 
 @pytest.mark.parametrize("make", RECEIVERS, ids=_name)
