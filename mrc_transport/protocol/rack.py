@@ -57,7 +57,7 @@ class SentPacket:
 
     __slots__ = (
         "cause", "ev", "length", "lost", "msg", "offset", "plane_seq", "psn", "rtx",
-        "rtx_plane", "sent_time", "seq",
+        "sent_time", "seq",
     )  # fmt: skip
 
     def __init__(self, psn: int, msg: OutMessage, offset: int, length: int, ev: Ev) -> None:
@@ -85,9 +85,6 @@ class SentPacket:
         self.cause = ""
         """Why it was last queued for retransmission: "loss" (RACK), "rto", "port" (our
         port refused or lost it), "trimmed" or "nack" (the receiver asked)."""
-        self.rtx_plane = -1
-        """The plane its retransmission should take (a trimmed packet's: another EV of
-        the same plane), -1 for the fastest."""
 
 
 def _current(seq: int, pkt: SentPacket) -> bool:

@@ -65,6 +65,10 @@ class PlaneRtt:
         self.peak = _decayed_peak(self.peak, rtt)
         self.delivered_sent = max(self.delivered_sent, now - rtt)
 
+    def delivered_after(self, since: float) -> bool:
+        """Whether a packet sent on this plane after ``since`` was delivered."""
+        return self.delivered_sent > since
+
 
 class RttEstimator:
     """The RTT estimates of one connection's sender."""
@@ -124,7 +128,7 @@ class RttEstimator:
         nothing since: its smoothed RTT is that of before it died (ours: two of a host's
         four ports going down together stalled a transfer for seconds, every resend going
         to a dead plane and the RTO backing off)."""
-        alive = [p for p in ok if p in self.planes and self.planes[p].delivered_sent > since]
+        alive = [p for p in ok if p in self.planes and self.planes[p].delivered_after(since)]
         pool = alive or ok
         best, best_rtt = None, math.inf
         for plane, pr in self.planes.items():

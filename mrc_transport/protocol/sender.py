@@ -64,10 +64,10 @@ class Sender:
         self.fc_bytes = 0
         self.peer_rwnd = cfg.rcvbuf
         self.inflight: dict[int, SentPacket] = {}
-        self._rtx: list[int] = []
-        self._trimmed: deque[int] = deque()
-        """PSNs trimmed and NACKed, to resend before the heap's: behind a lost packet that
-        waits for window room, they waited too (ours: 17 ms of a 22 ms NACK loop)."""
+        self._rtx: list[tuple[int, int]] = []
+        """Packets to resend, as (rank, psn): trimmed ones first (rank 0), then by PSN.
+        Behind a lost packet that waits for window room, a trimmed one waited too (ours:
+        17 ms of a 22 ms NACK loop)."""
         self._full: Collection[int] = ()
         """The planes whose window had no room at the latest window test (``_room``)."""
         self.rtt = RttEstimator(cfg)
@@ -188,14 +188,8 @@ class Sender:
         return True
 
     def _next_rtx(self) -> SentPacket | None:
-        trimmed = self._trimmed
-        while trimmed:
-            pkt = self.inflight.get(trimmed[0])
-            if pkt is not None and pkt.lost:
-                return pkt
-            trimmed.popleft()
         while self._rtx:
-            pkt = self.inflight.get(self._rtx[0])
+            pkt = self.inflight.get(self._rtx[0][1])
             if pkt is not None and pkt.lost:
                 return pkt
             heapq.heappop(self._rtx)
@@ -215,17 +209,17 @@ class Sender:
         waiting for room instead put the p99 from trim to resend at 10x the base RTT
         (docs/measurements.md, bench/trim.py)."""
         planes = self.evs.usable_planes()
-        plane = pkt.rtx_plane if pkt.rtx_plane in planes else self._rtx_plane(pkt, planes)
-        urgent = self._rto_resend or pkt.rtx_plane >= 0
-        if not urgent and not (
+        trimmed = pkt.cause == "trimmed"
+        if trimmed and pkt.ev.plane in planes:
+            plane: int | None = pkt.ev.plane
+        else:
+            plane = self._rtx_plane(pkt, planes)
+        if not (self._rto_resend or trimmed) and not (
             self._room(pkt.length) if plane is None else self.cc.room(plane, pkt.length)
         ):
             return False
         self._rto_resend = False
-        if self._trimmed and self._trimmed[0] == pkt.psn:
-            self._trimmed.popleft()  # its heap entry goes as stale once it is resent
-        else:
-            heapq.heappop(self._rtx)
+        heapq.heappop(self._rtx)
         self._send_rtx(pkt, plane, now, out)
         return True
 
@@ -239,7 +233,7 @@ class Sender:
         plane = self.rtt.fastest(planes, since)
         if plane is None or self._rto_resend or self.cc.room(plane, pkt.length):
             return plane
-        if self.rtt.planes[plane].delivered_sent > since:
+        if self.rtt.planes[plane].delivered_after(since):
             return plane
         roomy = [p for p in planes if self.cc.room(p, pkt.length)]
         return self.rtt.fastest(roomy, since) if roomy else plane
@@ -254,7 +248,6 @@ class Sender:
             pkt.ev = self.scheduler.pick_in(self.evs, plane, old, self._full)
         pkt.lost = False
         pkt.rtx += 1
-        pkt.rtx_plane = -1
         self.counters.retransmits += 1
         if pkt.cause in ("trimmed", "nack"):
             self.counters.rtx_nack += 1
@@ -380,7 +373,7 @@ class Sender:
         pkt.lost = True
         pkt.cause = cause
         self.cc.gone(pkt.ev.plane, pkt.length)
-        heapq.heappush(self._rtx, pkt.psn)
+        heapq.heappush(self._rtx, (0 if cause == "trimmed" else 1, pkt.psn))
 
     def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
         """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
@@ -420,15 +413,12 @@ class Sender:
         self.counters.nacks_received += 1
         self.rack.on_nack(now)
         trimmed = h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP)
-        plane = pkt.ev.plane
         self._requeue(pkt, "trimmed" if trimmed else "nack")
         if not trimmed:
             return
-        pkt.rtx_plane = plane
-        self._trimmed.append(pkt.psn)
         if h.reason is NackReason.TRIMMED:
             self.evs.apply(self.evs.by_value.get(h.ev, pkt.ev), EvInput.TRIMMED, now)
-        self.cc.on_nack(plane, pkt.length, now)
+        self.cc.on_nack(pkt.ev.plane, pkt.length, now)
 
     # -- timers -------------------------------------------------------------------------
     def timer(self) -> float:
