@@ -5,8 +5,11 @@
     raw-socket floor (prebuilt MRC packets sent with batchio.send_raw6 as fast as one core
     can, drained by a BurstReceiver: what a userspace MRC sender pays without protocol or
     per-packet Python, so the most MRC's endpoint could reach here), plus
-    CPU seconds per delivered gigabit (both ends: every process is our child; MRC's
-    includes two Python start-ups, ~0.6 s each). ``--repeat N`` runs the four N times,
+    CPU seconds per delivered gigabit: of both ends (every process is our child; MRC's
+    includes two Python start-ups, ~0.6 s each), and of each side during the transfer
+    (the sender's and the receiver's, as each tool reports them: iperf3's and mrc perf's
+    cpu_utilization_percent, the floor's process times), with MRC's per-side ratios to
+    iperf3 UDP's (issue 20: <= 1.5x). ``--repeat N`` runs the four N times,
     interleaved (MRC and iperf3 UDP back to back, each first in turn), and reports
     medians; MRC / iperf3 UDP is the median of each run's ratio. Each run also says how
     many CPUs were busy outside our processes meanwhile (/proc/stat minus our children:
@@ -57,31 +60,55 @@ def _machine_busy() -> float:
 
 
 @dataclass(frozen=True)
-class Run:
-    """One measurement."""
+class Sides:
+    """What one tool did: goodput and the CPU seconds it took."""
 
     bps: float
     """Goodput, bit/s."""
     cpu: float
-    """CPU seconds of both ends (our children)."""
+    """CPU seconds of both ends (our children, start-ups included)."""
+    sender: float
+    """CPU seconds of the sending end during the transfer, as it reports them."""
+    receiver: float
+    """CPU seconds of the receiving end during the transfer."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement."""
+
+    got: Sides
     others: float
     """CPUs busy outside our processes meanwhile, on average: other work, or softirq
     work of our own traffic that ksoftirqd took over."""
 
-    def cpu_per_gbit(self, seconds: float) -> float:
-        return self.cpu / (self.bps * seconds / 1e9)
+    @property
+    def bps(self) -> float:
+        return self.got.bps
+
+    def per_gbit(self, seconds: float) -> tuple[float, float, float]:
+        """CPU seconds per delivered gigabit: both ends, the sender, the receiver."""
+        gbit = self.got.bps * seconds / 1e9
+        return self.got.cpu / gbit, self.got.sender / gbit, self.got.receiver / gbit
 
 
-def measure(fn: Callable[[], tuple[float, float]]) -> Run:
-    """fn's (goodput, CPU) and the load the rest of the machine added meanwhile."""
+def measure(fn: Callable[[], Sides]) -> Run:
+    """fn's result and the load the rest of the machine added meanwhile."""
     b0, c0, t0 = _machine_busy(), _children_cpu(), time.monotonic()
-    bps, cpu = fn()
+    got = fn()
     b1, c1, t1 = _machine_busy(), _children_cpu(), time.monotonic()
-    return Run(bps, cpu, max(0.0, (b1 - b0) - (c1 - c0)) / (t1 - t0))
+    return Run(got, max(0.0, (b1 - b0) - (c1 - c0)) / (t1 - t0))
 
 
-def mrc(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
-    """(goodput bit/s, CPU seconds of both ends) of one verified MRC connection."""
+def _sides(end: dict[str, Any], seconds: float) -> tuple[float, float]:
+    """(sender, receiver) CPU seconds from an iperf3-style ``cpu_utilization_percent``
+    (host: the client, which sends; remote: the server)."""
+    cpu = end["cpu_utilization_percent"]
+    return cpu["host_total"] / 100 * seconds, cpu["remote_total"] / 100 * seconds
+
+
+def mrc(lab: str, src: str, dst: str, seconds: float) -> Sides:
+    """Goodput and CPU of one verified MRC connection."""
     c0 = _children_cpu()
     res = subprocess.run(
         [*PERF, "--lab", lab, "--from", src, "--to", dst, "-t", str(seconds), "-J", "-i", "0"],
@@ -95,13 +122,12 @@ def mrc(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
     end = json.loads(res.stdout)["end"]
     if not end["verified"]:
         raise RuntimeError("mrc perf: not verified")
-    return float(end["sum_received"]["bits_per_second"]), cpu
+    got = end["sum_received"]
+    return Sides(float(got["bits_per_second"]), cpu, *_sides(end, got["seconds"]))
 
 
-def iperf3(
-    lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bool
-) -> tuple[float, float]:
-    """(goodput bit/s, CPU seconds of both ends) of one iperf3 flow over the baseline route."""
+def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bool) -> Sides:
+    """Goodput and CPU of one iperf3 flow over the baseline route."""
     port = 5301
     c0 = _children_cpu()
     server = subprocess.Popen(
@@ -144,8 +170,11 @@ def iperf3(
     cpu = _children_cpu() - c0
     end: dict[str, Any] = json.loads(res.stdout)["end"]
     if udp:
-        return float(end["sum"]["bits_per_second"]) * (1 - end["sum"]["lost_percent"] / 100), cpu
-    return float(end["sum_received"]["bits_per_second"]), cpu
+        got = end["sum"]
+        bps = float(got["bits_per_second"]) * (1 - got["lost_percent"] / 100)
+        return Sides(bps, cpu, *_sides(end, got["seconds"]))
+    got = end["sum_received"]
+    return Sides(float(got["bits_per_second"]), cpu, *_sides(end, got["seconds"]))
 
 
 FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endpoint's
@@ -198,9 +227,9 @@ def _drain(seconds: float) -> None:
     print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0}))
 
 
-def floor(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
-    """(goodput bit/s, CPU seconds of both ends) of raw-socket sends alone: the IO a
-    userspace MRC sender cannot avoid, without protocol or per-packet Python."""
+def floor(lab: str, src: str, dst: str, seconds: float) -> Sides:
+    """Goodput and CPU of raw-socket sends alone: the IO a userspace MRC sender cannot
+    avoid, without protocol or per-packet Python."""
     me = [sys.executable, os.path.abspath(__file__)]
     drain = subprocess.Popen(
         ["ip", "netns", "exec", namespace(lab, dst), *me, "--drain", str(seconds)],
@@ -220,19 +249,25 @@ def floor(lab: str, src: str, dst: str, seconds: float) -> tuple[float, float]:
         if drain.poll() is None:
             drain.kill()
             drain.wait()
-    return got["bytes"] * 8 / seconds, got["cpu"] + json.loads(blast.stdout)["cpu"]
+    sent = json.loads(blast.stdout)["cpu"]
+    return Sides(got["bytes"] * 8 / seconds, got["cpu"] + sent, sent, got["cpu"])
 
 
 def _g(bps: float) -> str:
     return f"{bps / 1e9:6.3f} Gbit/s"
 
 
-def _median(runs: list[Run], seconds: float) -> tuple[float, float]:
-    """Median goodput and median CPU per Gbit."""
-    return (
-        statistics.median(r.bps for r in runs),
-        statistics.median(r.cpu_per_gbit(seconds) for r in runs),
-    )
+def _median(runs: list[Run], seconds: float) -> tuple[float, float, float, float]:
+    """Median goodput, and median CPU seconds per Gbit of both ends, the sender and the
+    receiver."""
+    per = [r.per_gbit(seconds) for r in runs]
+    both, snd, rcv = (statistics.median(p[k] for p in per) for k in range(3))
+    return statistics.median(r.bps for r in runs), both, snd, rcv
+
+
+def _ratio(a: list[float], b: list[float]) -> float:
+    """The median of the runs' ratios a/b (each pair measured back to back)."""
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
 def unshaped(seconds: float, repeat: int = 1) -> None:
@@ -272,19 +307,24 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
         down(lab)
     if repeat > 1:
         print(f"  medians of {repeat} runs:")
-    (m_bps, m_cpu), (t_bps, t_cpu), (u_bps, u_cpu), (f_bps, f_cpu) = (
-        _median(runs[k], seconds) for k in runs
-    )
+    med = {k: _median(runs[k], seconds) for k in runs}
     others = max(r.others for rs in runs.values() for r in rs)
-    print(f"    MRC, 1 connection      {_g(m_bps)}   CPU {m_cpu:6.2f} s/Gbit")
-    print(f"    iperf3 TCP, 1 stream   {_g(t_bps)}   CPU {t_cpu:6.2f} s/Gbit")
-    print(f"    iperf3 UDP -b 0        {_g(u_bps)}   CPU {u_cpu:6.2f} s/Gbit")
-    print(f"    raw-socket floor       {_g(f_bps)}   CPU {f_cpu:6.2f} s/Gbit   (prebuilt "
-          f"packets, send_raw6, no protocol: {f_bps / u_bps:.2f}x iperf3 UDP)")  # fmt: skip
-    ratios = [a.bps / b.bps for a, b in zip(runs["mrc"], runs["udp"], strict=True)]
-    tcp_ratios = [a.bps / b.bps for a, b in zip(runs["mrc"], runs["tcp"], strict=True)]
-    print(f"    MRC / iperf3 UDP = {statistics.median(ratios):.3f}   (target >= 0.9)")
-    print(f"    MRC / iperf3 TCP = {statistics.median(tcp_ratios):.3f}")
+    print(f"    {'':22} {'goodput':>13}   CPU s/Gbit: both  sender  receiver")
+    names = {"mrc": "MRC, 1 connection", "tcp": "iperf3 TCP, 1 stream",
+             "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor"}  # fmt: skip
+    for key, name in names.items():
+        bps, both, snd, rcv = med[key]
+        print(f"    {name:22} {_g(bps)}   {both:15.2f} {snd:7.2f} {rcv:9.2f}")
+    print(f"    (raw-socket floor: prebuilt packets, send_raw6, no protocol: "
+          f"{med['floor'][0] / med['udp'][0]:.2f}x iperf3 UDP)")  # fmt: skip
+    got = {k: [r.bps for r in rs] for k, rs in runs.items()}
+    print(f"    MRC / iperf3 UDP = {_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
+    print(f"    MRC / raw floor  = {_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
+    print(f"    MRC / iperf3 TCP = {_ratio(got['mrc'], got['tcp']):.3f}")
+    for k, side in ((1, "sender"), (2, "receiver")):
+        cpu = {key: [r.per_gbit(seconds)[k] for r in rs] for key, rs in runs.items()}
+        print(f"    CPU per Gbit, MRC / iperf3 UDP, {side}: "
+              f"{_ratio(cpu['mrc'], cpu['udp']):.2f}x   (target <= 1.5x)")  # fmt: skip
     if others >= 0.5:
         print(
             f"    note: up to {others:.1f} CPUs were busy outside these processes (other "
@@ -298,8 +338,8 @@ def shaped(seconds: float) -> None:
     try:
         up(topo, lab)
         src, dst = "h0", "h4"  # different racks
-        m, _ = mrc(lab, src, dst, seconds)
-        t, _ = iperf3(lab, topo, src, dst, seconds, udp=False)
+        m = mrc(lab, src, dst, seconds).bps
+        t = iperf3(lab, topo, src, dst, seconds, udp=False).bps
     finally:
         down(lab)
     port = topo.host_link.rate_bps
