@@ -27,6 +27,7 @@ from mrc_transport.wire.frames import (
     IPV6_HEADER_LEN,
     KNOWN_FLAGS,
     MRC_VERSION,
+    TRIM_REASONS,
     UDP_HEADER_LEN,
     CloseHeader,
     Common,
@@ -265,8 +266,11 @@ def encode_data_batch(
 # Decoding (untrusted input: every failure is a BadPacket with a stable reason)
 
 
-def _data_rules(header: DataHeader, payload_len: int) -> None:
-    """Placement rules of docs/protocol.md, "Data"."""
+def _data_rules(header: DataHeader, payload_len: int, stub: bool) -> None:
+    """Placement rules of docs/protocol.md, "Data". A trimmed ``stub`` lost its payload
+    on the way ("Trimmed data packets"), so a last segment's stub ends short of msg_len:
+    only the rules its header alone decides apply (without this, the stub of every
+    message's last packet was dropped as malformed and never NACKed)."""
     end = header.msg_offset + payload_len
     if end > header.msg_len:
         raise BadPacket(
@@ -276,12 +280,15 @@ def _data_rules(header: DataHeader, payload_len: int) -> None:
     opcode = header.common.opcode
     if opcode in (Opcode.WRITE_FIRST, Opcode.WRITE_ONLY) and header.msg_offset:
         raise BadPacket("bad_message", f"{opcode.name} at msg_offset {header.msg_offset}")
-    if opcode in (Opcode.WRITE_LAST, Opcode.WRITE_ONLY) and end != header.msg_len:
+    if opcode in (Opcode.WRITE_LAST, Opcode.WRITE_ONLY) and end != header.msg_len and not stub:
         raise BadPacket("bad_message", f"{opcode.name} ends at {end}, msg_len {header.msg_len}")
 
 
-def _decode_header(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[Header, int]:
-    """The MRC header at buf[off:end] and the offset of the payload."""
+def _decode_header(
+    buf: bytes | bytearray | memoryview, off: int, end: int, dscp: int
+) -> tuple[Header, int]:
+    """The MRC header at buf[off:end] of a packet of DSCP ``dscp``, and the offset of the
+    payload."""
     if end - off < _COMMON.size:
         raise BadPacket("truncated", f"MRC common header needs 12 bytes, {end - off} left")
     version, opcode, flags, dst_conn, src_conn = _COMMON.unpack_from(buf, off)
@@ -310,7 +317,7 @@ def _decode_header(buf: bytes | bytearray | memoryview, off: int, end: int) -> t
         raise BadPacket("bad_field", f"ACK with a non-zero bitmap {values[2]:#x}")
     header: Header = kind(Common(op, FLAGS_BY_VALUE[flags], dst_conn, src_conn), *values)
     if kind is DataHeader:
-        _data_rules(header, end - off)  # type: ignore[arg-type]
+        _data_rules(header, end - off, dscp in TRIM_REASONS)  # type: ignore[arg-type]
     return header, off
 
 
@@ -368,13 +375,14 @@ def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None =
     )
     if total % _FOLD:  # a correct sum including the checksum is 0xffff (negative zero)
         raise BadPacket("bad_checksum", f"UDP checksum {checksum:#06x} does not verify")
-    header, payload_off = _decode_header(buf, off + UDP_HEADER_LEN, end)
+    dscp = (first >> 22) & 0x3F
+    header, payload_off = _decode_header(buf, off + UDP_HEADER_LEN, end, dscp)
     path = PathHeader(
         src=src,
         dst=dst,
         segments=segments,
         ev=sport << 16 | (first & 0xFFFF),
-        dscp=(first >> 22) & 0x3F,
+        dscp=dscp,
         ecn=_ECNS[(first >> 20) & 3],
         dport=udp_dport,
         hop_limit=hop_limit,
@@ -399,7 +407,7 @@ def decode_datagram_untrusted(
     IPV6_FLOWINFO). The EV is rebuilt as in ``decode_untrusted`` (docs/protocol.md,
     "Entropy value"); the same MRC-header checks and reasons apply.
     """
-    header, payload_off = _decode_header(payload, 0, len(payload))
+    header, payload_off = _decode_header(payload, 0, len(payload), (tclass >> 2) & 0x3F)
     path = datagram_path(src, dst, sport, dport, tclass, flow_label)
     return Packet(path, header, bytes(payload[payload_off:]))
 

@@ -41,6 +41,7 @@ from mrc_transport.wire import (
     encode_data_batch,
 )
 from mrc_transport.wire.errors import REASONS
+from mrc_transport.wire.frames import DSCP_DATA, DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP
 from srv6 import usid
 from srv6.checksum import udp6_checksum
 from srv6.srh import Srh
@@ -285,6 +286,24 @@ NACK = encode(plain_path(), *ONE_OF_EACH[6])
 )
 def test_rejections(packet: bytes, reason: str) -> None:
     assert reason_of(packet) == reason
+
+
+@pytest.mark.parametrize("opcode", [Opcode.WRITE_LAST, Opcode.WRITE_ONLY])
+@pytest.mark.parametrize("dscp", [DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP])
+def test_a_trimmed_stub_of_a_last_segment_is_not_malformed(opcode: Opcode, dscp: int) -> None:
+    """A switch cut its payload (docs/protocol.md, "Trimmed data packets"), so it ends short
+    of msg_len; the receiver must read it to NACK it. Untrimmed, the same is malformed."""
+    offset = 0 if opcode is Opcode.WRITE_ONLY else 61440
+    header = DataHeader(common(opcode, Flags.TS), 9, 1, offset, 65536, 5)
+    stub = encode(plain_path(dscp=dscp), header, b"")
+    parsed = decode_untrusted(stub)
+    assert (parsed.header, parsed.path.dscp, parsed.payload) == (header, dscp, b"")
+    meta = {"src": SRC, "dst": PLAIN_DST, "sport": 0x8765, "dport": 4791, "flow_label": 0x4321}
+    got = wire.decode_datagram_untrusted(stub[48:], tclass=dscp << 2 | 2, **meta)
+    assert (got.header, got.path.dscp, got.payload) == (header, dscp, b"")
+    assert reason_of(encode(plain_path(dscp=DSCP_DATA), header, b"")) == "bad_message"
+    with pytest.raises(BadPacket, match="bad_message"):
+        wire.decode_datagram_untrusted(stub[48:], tclass=DSCP_DATA << 2 | 2, **meta)
 
 
 def test_reserved_byte_is_ignored() -> None:
