@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from mrc_transport import wire
 from mrc_transport.protocol import Connection, Transmit, events
 from mrc_transport.protocol.ev import EvState
 from mrc_transport.wire import frames
@@ -60,6 +61,30 @@ def test_stub_is_nacked_with_its_reason_and_ev(dscp: int, reason: NackReason) ->
     )
     assert (server.counters.trimmed_received, server.counters.nacks_sent) == (1, 1)
     assert server.counters.data_received == 0  # nothing placed: the payload is gone
+
+
+@pytest.mark.parametrize("dscp", [frames.DSCP_TRIMMED, LASTHOP])
+def test_stub_of_a_message_last_packet_is_read_off_the_wire_and_nacked(dscp: int) -> None:
+    """Its payload cut, a WRITE_LAST stub ends short of msg_len: decoded as the receiving
+    endpoint decodes it (the datagram decoder, the DSCP from IPV6_TCLASS), it is a stub to
+    NACK, not a malformed packet (bench/trim.py: every message's last packet, trimmed, was
+    found only by RACK or the RTO)."""
+    fabric, client, server = established()
+    client.send_message(payload(20_000), fabric.now)
+    out = [t for t in client.datagrams_to_send(fabric.now) if is_data(t)]
+    last = next(t for t in out if t.header.common.opcode is Opcode.WRITE_LAST)
+    header = last.header
+    assert isinstance(header, frames.DataHeader)
+    path = frames.PathHeader(last.path.src.packed, last.path.dst.packed, ev=last.ev, dscp=dscp)
+    udp = wire.encode(path, header, b"")[frames.IPV6_HEADER_LEN + frames.UDP_HEADER_LEN :]
+    p = wire.decode_datagram_untrusted(
+        udp, src=path.src, dst=path.dst, sport=last.ev >> 16, dport=frames.MRC_UDP_PORT,
+        tclass=dscp << 2 | 2, flow_label=last.ev & 0xFFFF,
+    )  # fmt: skip
+    server.receive(p, fabric.now)
+    [nack] = nacks(server)
+    assert (nack.psn, nack.ev) == (header.psn, last.ev)
+    assert server.counters.trimmed_received == 1
 
 
 def test_stub_of_a_psn_already_here_is_not_nacked() -> None:
