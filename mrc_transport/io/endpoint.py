@@ -12,7 +12,9 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   and dropped) ->
   one pump -> again at once while there is more to do, else wait until the socket is
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
-  or closed), whichever comes first. It never spins.
+  or closed), whichever comes first. It never spins. After a large burst of data
+  packets it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
+  moderation, as a NIC does at high packet rates).
 - the transmit task only runs when the kernel pushed back (the raw socket's buffer or a
   port's queue is full): it waits and flushes the backlogs, each port's in order.
 
@@ -72,7 +74,7 @@ from mrc_transport.wire.frames import (
     MRC_UDP_PORT,
     PathHeader,
 )
-from mrc_transport.wire.records import RxRec
+from mrc_transport.wire.records import RX_DATA, RxRec
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
@@ -84,6 +86,16 @@ RECV_BURST = 256  # datagrams per receive call
 RX_SLOT_MIN = 1500 - IPV6_HEADER_LEN  # receive slot of a host whose MTUs we cannot read
 DRAIN_BURSTS = 8  # receive calls that may run back to back before a pump (ours)
 RX_FLUSH = 32  # received packets after which owed SACKs go out, mid-burst (ours: ~1 ms)
+# Receive-side interrupt moderation, as a NIC's (ethtool -C adaptive-rx, rx-usecs): once a
+# wake-up served at least RX_COALESCE_PACKETS data packets, a packet rate only a bulk
+# transfer on fast links reaches, the endpoint waits RX_COALESCE before it reads again
+# instead of waking at the next datagram, so each pass (a receive call, a pump, a SACK,
+# trio's wake-up) serves several times more packets. Unshaped lab, 4 s transfers: the
+# receiver's CPU per Gbit 0.21-0.28 s without, 0.13-0.14 with, goodput no lower. A SACK
+# then waits up to RX_COALESCE; at a shaped lab's rates a burst holds a packet or two and
+# nothing changes. trio waits in whole milliseconds, so a shorter wait is not possible.
+RX_COALESCE = 1e-3
+RX_COALESCE_PACKETS = 16
 IO_MAX_BURST = 64  # data packets per connection per pump (Config.max_burst; ours). What a
 # pump costs besides its packets (a receive call, timers, events, a trio checkpoint, the
 # burst's ACK_REQ SACK at both ends) was ~1/4 of a 32-packet burst's time in the unshaped
@@ -307,6 +319,8 @@ class MrcEndpoint:
         self._rx_burst = batchio.burst_receiver(RECV_BURST, rx_slot_size())
         self._tx_burst: batchio.BurstEncoder | None = None  # made on the first burst
         self._trio_offset = 0.0
+        self._rx_data = 0
+        """Data packets received since the loop last waited (``RX_COALESCE_PACKETS``)."""
 
     # -- lifecycle ------------------------------------------------------------------------
     async def serve(
@@ -402,6 +416,12 @@ class MrcEndpoint:
                 self._kicked = False
                 await trio.lowlevel.checkpoint()
                 continue
+            served, self._rx_data = self._rx_data, 0
+            if served >= RX_COALESCE_PACKETS:
+                until = min(self._wait_deadline(), trio.current_time() + RX_COALESCE)
+                with trio.move_on_at(until) as self._wait_scope:
+                    await trio.sleep_forever()  # a kick() still wakes it
+                continue
             with trio.move_on_at(self._wait_deadline()) as self._wait_scope:
                 await trio.lowlevel.wait_readable(rx)
 
@@ -414,6 +434,7 @@ class MrcEndpoint:
         (``_receive_one``)."""
         burst = self._rx_burst
         recs = burst.recv_records(rx)
+        self._rx_data += sum(1 for rec in recs if rec[0] == RX_DATA)
         if not recs:
             return 0
         now = self.clock()

@@ -630,3 +630,76 @@ async def test_acks_wake_a_waiting_sender_only_once_its_limit_is_reached(end: st
             handle._wake(events.ConnectionClosed(0.0, 1, "rto failed"))
     assert woken == ([4 * msg] if end == "acked" else [7 * msg])
     assert result == (["below"] if end == "acked" else ["rto failed"])
+
+
+class TimedRx(FakeRx):
+    """A ``FakeRx`` that records when the loop reads."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(clock)
+        self.reads: list[float] = []
+
+    def recv(self, sock: object) -> list[RxMeta]:
+        self.reads.append(self.clock())
+        return super().recv(sock)
+
+
+def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
+    """Data packet k of an n-packet message from the peer, PSN ``psn``."""
+    back, p = conn.evs.paths[0], paths(1, 1)[0]
+    op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_MIDDLE
+    h = frames.DataHeader(Common(op, Flags.NONE, conn.conn, PEER), psn, 0, k * MSS, n * MSS, 0)
+    pkt = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), h, bytes(MSS))
+    return Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)
+
+
+@pytest.mark.parametrize("burst", [ep_mod.RX_COALESCE_PACKETS, ep_mod.RX_COALESCE_PACKETS - 1])
+async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesce(
+    fake: FakeWire,
+    monkeypatch: pytest.MonkeyPatch,
+    autojump_clock: trio.testing.MockClock,
+    burst: int,
+) -> None:
+    """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS data packets
+    the loop reads again RX_COALESCE later and takes what came meanwhile; after fewer it
+    waits for the socket (which stays silent here) and its timers."""
+    rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    rx.bind(("::1", 0))
+    tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    monkeypatch.setattr(ep_mod, "open_tx", lambda: tx)
+    monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
+    timed = TimedRx(trio.current_time)
+    ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
+    ep._rx_burst = timed
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ep.serve)
+        handle = ep.connect(paths(2, 2))
+        conn = handle.conn
+        ack = frames.SetupHeader(
+            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
+        )
+        back = conn.evs.paths[0]
+        ep.core.receive(
+            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
+            trio.current_time(),
+        )
+        await handle.wait_established()
+        n = burst + 1
+        t0 = trio.current_time()
+        timed.waiting = [(t0, _data_datagram(conn, 7 + k, k, n)) for k in range(burst)]
+        timed.waiting.append(
+            (t0 + ep_mod.RX_COALESCE / 2, _data_datagram(conn, 7 + burst, burst, n))
+        )
+        ep.kick()
+        await trio.sleep(3 * ep_mod.RX_COALESCE)
+        ep.stop()
+        nursery.cancel_scope.cancel()
+    later = [t - t0 for t in timed.reads if t > t0]  # the reads at t0 took the burst
+    if burst >= ep_mod.RX_COALESCE_PACKETS:
+        assert later[0] == pytest.approx(ep_mod.RX_COALESCE)
+        assert conn.counters.data_received == n
+    else:
+        assert not [t for t in later if t < 2 * ep_mod.RX_COALESCE]
+        assert conn.counters.data_received == burst
+    rx.close()
+    tx.close()
