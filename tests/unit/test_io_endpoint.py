@@ -420,15 +420,43 @@ def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
     assert max(s.cum_psn for s in sacks) >= peer_psn + n - ep_mod.RX_FLUSH
 
 
-# -- the whole loop, in virtual time ----------------------------------------------------------
-async def test_the_loop_paces_bursts_and_rides_out_enobufs(
-    fake: FakeWire, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
-) -> None:
+@pytest.fixture
+def loop_sockets(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """The endpoint's receive and transmit sockets for a loop test: loopback UDP, which
+    the fakes stand in front of."""
     rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     rx.bind(("::1", 0))
     tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     monkeypatch.setattr(ep_mod, "open_tx", lambda: tx)
     monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
+    yield rx, tx
+    rx.close()
+    tx.close()
+
+
+async def established(ep: MrcEndpoint) -> ep_mod.ConnHandle:
+    """A connection of ``ep``'s, its SETUP_ACK fed to the core, once established."""
+    handle = ep.connect(paths(2, 2))
+    conn = handle.conn
+    back = conn.evs.paths[0]
+    ack = frames.SetupHeader(
+        Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
+    )
+    ep.core.receive(
+        frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
+        trio.current_time(),
+    )
+    ep.kick()
+    await handle.wait_established()
+    return handle
+
+
+# -- the whole loop, in virtual time ----------------------------------------------------------
+async def test_the_loop_paces_bursts_and_rides_out_enobufs(
+    fake: FakeWire,
+    loop_sockets: tuple[socket.socket, socket.socket],
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     rate = 1e8
     ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=trio.current_time)
     bursts: list[int] = []
@@ -441,18 +469,8 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     ep._transmit = spy  # type: ignore[method-assign]
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = ep.connect(paths(2, 2))
+        handle = await established(ep)
         conn = handle.conn
-        back = conn.evs.paths[0]
-        ack = frames.SetupHeader(
-            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
-        )
-        ep.core.receive(
-            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
-            trio.current_time(),
-        )
-        ep.kick()
-        await handle.wait_established()
         t0 = trio.current_time()
         n = 200
         fake.room = 40  # the port queue fills after 40 packets, then drains slowly
@@ -477,8 +495,6 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     assert max(bursts) <= IO_MAX_BURST + 2  # bursts of data packets (+ control)
     # 4 packets per ms after the first 40: the port's drain rate, not the NIC's
     assert elapsed == pytest.approx((n - 40) / 4 * 1e-3, rel=0.1)
-    rx.close()
-    tx.close()
 
 
 class FakeRx(batchio.PyBurstReceiver):
@@ -508,31 +524,19 @@ def _cumulative_sack(conn: int, cum_psn: int) -> frames.SackHeader:
 
 
 async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_datagrams(
-    fake: FakeWire, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+    fake: FakeWire,
+    loop_sockets: tuple[socket.socket, socket.socket],
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
-    rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    rx.bind(("::1", 0))
-    tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    monkeypatch.setattr(ep_mod, "open_tx", lambda: tx)
-    monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
     fake_rx = FakeRx(trio.current_time)
     cfg = Config(mss=MSS, ev_count=8, ev_backup=0, cc="fixed", nic_rate_bps=1e12)
     ep = MrcEndpoint(cfg, rng=random.Random(1), clock=trio.current_time)
     ep._rx_burst = fake_rx
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = ep.connect(paths(2, 2))
+        handle = await established(ep)
         conn = handle.conn
         back = conn.evs.paths[0]
-        ack = frames.SetupHeader(
-            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
-        )
-        ep.core.receive(
-            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
-            trio.current_time(),
-        )
-        ep.kick()
-        await handle.wait_established()
         fake_rx.waiting = [(0.0, datagram(b"\x01")), (0.0, datagram(bytes(40)))]
         handle.send(bytes(MSS))
         await fake.wait_data(1)
@@ -557,8 +561,6 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     assert conn.counters.retransmits == 0
     assert ep.bad == {"truncated": 1, "bad_version": 1}
     assert ep.received == 3
-    rx.close()
-    tx.close()
 
 
 def test_a_refused_send_from_the_backlog_is_told_to_the_core(
@@ -656,34 +658,20 @@ def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
 @pytest.mark.parametrize("burst", [ep_mod.RX_COALESCE_PACKETS, ep_mod.RX_COALESCE_PACKETS - 1])
 async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesce(
     fake: FakeWire,
-    monkeypatch: pytest.MonkeyPatch,
+    loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
     burst: int,
 ) -> None:
     """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS data packets
     the loop reads again RX_COALESCE later and takes what came meanwhile; after fewer it
     waits for the socket (which stays silent here) and its timers."""
-    rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    rx.bind(("::1", 0))
-    tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    monkeypatch.setattr(ep_mod, "open_tx", lambda: tx)
-    monkeypatch.setattr(ep_mod, "open_rx", lambda port: rx)
     timed = TimedRx(trio.current_time)
     ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
     ep._rx_burst = timed
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = ep.connect(paths(2, 2))
+        handle = await established(ep)
         conn = handle.conn
-        ack = frames.SetupHeader(
-            Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
-        )
-        back = conn.evs.paths[0]
-        ep.core.receive(
-            frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
-            trio.current_time(),
-        )
-        await handle.wait_established()
         n = burst + 1
         t0 = trio.current_time()
         timed.waiting = [(t0, _data_datagram(conn, 7 + k, k, n)) for k in range(burst)]
@@ -701,5 +689,3 @@ async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesc
     else:
         assert not [t for t in later if t < 2 * ep_mod.RX_COALESCE]
         assert conn.counters.data_received == burst
-    rx.close()
-    tx.close()
