@@ -12,8 +12,8 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   and dropped) ->
   one pump -> again at once while there is more to do, else wait until the socket is
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
-  or closed), whichever comes first. It never spins. After a large burst of data
-  packets it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
+  or closed), whichever comes first. It never spins. When data packets come at a bulk
+  rate it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
   moderation, as a NIC does at high packet rates).
 - the transmit task only runs when the kernel pushed back (the raw socket's buffer or a
   port's queue is full): it waits and flushes the backlogs, each port's in order.
@@ -91,15 +91,19 @@ RX_FLUSH = 64  # received packets after which owed SACKs go out, mid-burst (ours
 # 0.13-0.14 s to 0.10-0.13 s (3 interleaved pairs), while 64 packets are well under 1 ms
 # of work, short of the peer's RACK and RTO windows.
 # Receive-side interrupt moderation, as a NIC's (ethtool -C adaptive-rx, rx-usecs): once a
-# wake-up served at least RX_COALESCE_PACKETS data packets, a packet rate only a bulk
-# transfer on fast links reaches, the endpoint waits RX_COALESCE before it reads again
-# instead of waking at the next datagram, so each pass (a receive call, a pump, a SACK,
-# trio's wake-up) serves several times more packets. Unshaped lab, 4 s transfers: the
-# receiver's CPU per Gbit 0.21-0.28 s without, 0.13-0.14 with, goodput no lower. A SACK
-# then waits up to RX_COALESCE; at a shaped lab's rates a burst holds a packet or two and
-# nothing changes. trio waits in whole milliseconds, so a shorter wait is not possible.
+# wake-up served at least RX_COALESCE_PACKETS data packets at RX_COALESCE_RATE or more
+# (packets per second since the loop last went to wait), the endpoint waits RX_COALESCE
+# before it reads again instead of waking at the next datagram, so each pass (a receive
+# call, a pump, a SACK, trio's wake-up) serves several times more packets. Unshaped lab,
+# 4 s transfers: the receiver's CPU per Gbit 0.21-0.28 s without, 0.13-0.14 with, goodput
+# no lower. A SACK then waits up to RX_COALESCE. The rate keeps it to bulk transfers above
+# ~1.5 Gbit/s of 9 KB packets: with the count alone, the failover demo's 400 Mbit/s
+# (~5.5k packets/s, 16 of them after any 3 ms hiccup) was moderated now and then, and MRC
+# took the plane it shares with the TCP flow from it (TCP 13-26 Mbit/s instead of 41-48,
+# 4 of 7 runs). trio waits in whole milliseconds, so a shorter wait is not possible.
 RX_COALESCE = 1e-3
 RX_COALESCE_PACKETS = 16
+RX_COALESCE_RATE = 20_000.0
 IO_MAX_BURST = 64  # data packets per connection per pump (Config.max_burst; ours). What a
 # pump costs besides its packets (a receive call, timers, events, a trio checkpoint, the
 # burst's ACK_REQ SACK at both ends) was ~1/4 of a 32-packet burst's time in the unshaped
@@ -324,7 +328,9 @@ class MrcEndpoint:
         self._tx_burst: batchio.BurstEncoder | None = None  # made on the first burst
         self._trio_offset = 0.0
         self._rx_data = 0
-        """Data packets received since the loop last waited (``RX_COALESCE_PACKETS``)."""
+        """Data packets received since the loop last went to wait (``_moderate``)."""
+        self._rx_since = clock()
+        """When it last went to wait."""
 
     # -- lifecycle ------------------------------------------------------------------------
     async def serve(
@@ -420,14 +426,22 @@ class MrcEndpoint:
                 self._kicked = False
                 await trio.lowlevel.checkpoint()
                 continue
-            served, self._rx_data = self._rx_data, 0
-            if served >= RX_COALESCE_PACKETS:
+            if self._moderate():
                 until = min(self._wait_deadline(), trio.current_time() + RX_COALESCE)
                 with trio.move_on_at(until) as self._wait_scope:
                     await trio.sleep_forever()  # a kick() still wakes it
                 continue
             with trio.move_on_at(self._wait_deadline()) as self._wait_scope:
                 await trio.lowlevel.wait_readable(rx)
+
+    def _moderate(self) -> bool:
+        """Whether the loop, about to wait, waits RX_COALESCE rather than for the next
+        datagram: the data packets since it last waited came at a bulk rate. Starts the
+        count over."""
+        now = self.clock()
+        served, elapsed = self._rx_data, now - self._rx_since
+        self._rx_data, self._rx_since = 0, now
+        return served >= RX_COALESCE_PACKETS and served >= RX_COALESCE_RATE * elapsed
 
     def _receive_ready(self, rx: socket.socket) -> int:
         """Hand every datagram waiting (at most RECV_BURST) to the core; how many.

@@ -655,16 +655,26 @@ def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
     return Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)
 
 
-@pytest.mark.parametrize("burst", [ep_mod.RX_COALESCE_PACKETS, ep_mod.RX_COALESCE_PACKETS - 1])
-async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesce(
+@pytest.mark.parametrize(
+    ("burst", "idle", "moderated"),
+    [
+        (ep_mod.RX_COALESCE_PACKETS, 0.0, True),
+        (ep_mod.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few
+        (ep_mod.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
+    ],
+)
+async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_rx_coalesce(
     fake: FakeWire,
     loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
     burst: int,
+    idle: float,
+    moderated: bool,
 ) -> None:
     """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS data packets
-    the loop reads again RX_COALESCE later and takes what came meanwhile; after fewer it
-    waits for the socket (which stays silent here) and its timers."""
+    at RX_COALESCE_RATE or more the loop reads again RX_COALESCE later and takes what came
+    meanwhile; after fewer, or at a lower rate, it waits for the socket (which stays silent
+    here) and its timers."""
     timed = TimedRx(trio.current_time)
     ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
     ep._rx_burst = timed
@@ -672,6 +682,7 @@ async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesc
         await nursery.start(ep.serve)
         handle = await established(ep)
         conn = handle.conn
+        await trio.sleep(idle)  # the loop waits meanwhile
         n = burst + 1
         t0 = trio.current_time()
         timed.waiting = [(t0, _data_datagram(conn, 7 + k, k, n)) for k in range(burst)]
@@ -683,7 +694,7 @@ async def test_after_a_large_burst_of_data_the_loop_reads_again_after_rx_coalesc
         ep.stop()
         nursery.cancel_scope.cancel()
     later = [t - t0 for t in timed.reads if t > t0]  # the reads at t0 took the burst
-    if burst >= ep_mod.RX_COALESCE_PACKETS:
+    if moderated:
         assert later[0] == pytest.approx(ep_mod.RX_COALESCE)
         assert conn.counters.data_received == n
     else:
