@@ -86,7 +86,8 @@ class ConnCounters:
     sack_unknown_ev: int = 0
     """SACKs reflecting an EV this connection does not own."""
     nack_invalid: int = 0
-    """NACKs for PSNs not in flight."""
+    """NACKs for PSNs not in flight, or for an earlier transmission than the one in
+    flight."""
     probe_unknown: int = 0
     """PROBE_REPLYs that match no outstanding probe."""
     wrong_type: int = 0

@@ -407,7 +407,10 @@ class Sender:
         way also SKIPs its EV, a trim at the last hop does not, since every path ends in
         that port (as ECN marks every hop but the last). Other NACKs: resend."""
         pkt = self.inflight.get(expand(h.psn, self.snd_una))
-        if pkt is None or pkt.lost:
+        # a NACK of an earlier transmission than the one in flight (RACK resent the packet
+        # before its stub's NACK came) is answered by that resend: another one raced its
+        # SACK (ours)
+        if pkt is None or pkt.lost or h.ts < int(pkt.sent_time * 1e9):
             self.counters.nack_invalid += 1
             return
         self.counters.nacks_received += 1

@@ -179,15 +179,24 @@ def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
     sent = client.datagrams_to_send(fabric.now)
     first = next(t for t in sent if isinstance(t.header, frames.DataHeader))
     assert isinstance(first.header, frames.DataHeader)
-    nack = frames.NackHeader(common, first.header.psn, frames.NackReason.TRIMMED, first.ev, 0)
+    psn, ts = first.header.psn, first.header.ts  # a receiver reflects the stub's ts
+    nack = frames.NackHeader(common, psn, frames.NackReason.TRIMMED, first.ev, ts)
     a.endpoint.receive(frames.Packet(path, nack, b""), fabric.now)
     assert client.counters.nacks_received == 1
     assert client.evs.by_value[first.ev].state.value == "skip"
+    fabric.now += 1e-3
     again = client.datagrams_to_send(fabric.now)
     rtx = [t for t in again if isinstance(t.header, frames.DataHeader)]
     assert rtx
     assert rtx[0].header.common.flags & Flags.RTX
     assert rtx[0].ev != first.ev
+    # the same NACK again, as a second stub of the first transmission would bring it: the
+    # resend in flight answers it, so it is not resent a third time
+    a.endpoint.receive(frames.Packet(path, nack, b""), fabric.now)
+    assert (client.counters.nacks_received, client.counters.nack_invalid) == (1, 2)
+    assert not [
+        t for t in client.datagrams_to_send(fabric.now) if isinstance(t.header, frames.DataHeader)
+    ]
 
 
 def segment(
