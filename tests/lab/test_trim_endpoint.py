@@ -79,4 +79,7 @@ def test_an_incast_into_a_trimming_port_is_recovered_by_nacks(
     assert heard >= 0.75 * trimmed, (heard, trimmed)
     nacks = total(ends, "sender", "nacks_received")
     assert 0 < nacks <= stubs
-    assert total(ends, "sender", "rtx_nack") == nacks
+    # every NACK taken is resent, unless an earlier transmission of that packet (one RACK
+    # thought lost) is acknowledged before the resend goes: a spurious retransmission
+    rtx_nack, spurious = total(ends, "sender", "rtx_nack"), total(ends, "sender", "spurious_rtx")
+    assert nacks - spurious <= rtx_nack <= nacks, (rtx_nack, nacks, spurious)
