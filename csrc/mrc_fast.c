@@ -576,15 +576,21 @@ static int decode_udp(struct cursor *c, struct mrc_decoded *d, int dport)
     return MRC_OK;
 }
 
+static int is_trimmed_dscp(uint8_t dscp)
+{
+    return dscp == MRC_DSCP_TRIMMED || dscp == MRC_DSCP_TRIMMED_LASTHOP;
+}
+
 /* docs/protocol.md, "Data": the payload must lie inside the message, a first segment starts
- * it and a last segment ends it. */
-static int check_data(const struct mrc_header *h, uint64_t payload_len)
+ * it and a last segment ends it, unless a switch trimmed the packet (its DSCP says so): a
+ * stub of a last segment ends short of msg_len, and is NACKed, not placed. */
+static int check_data(const struct mrc_header *h, uint64_t payload_len, uint8_t dscp)
 {
     uint64_t end = (uint64_t)h->msg_offset + payload_len;
     CHECK(end <= h->msg_len, MRC_E_MSG_BOUNDS);
     if (h->opcode == OP_WRITE_FIRST || h->opcode == OP_WRITE_ONLY)
         CHECK(h->msg_offset == 0, MRC_E_FIRST_OFFSET);
-    if (h->opcode == OP_WRITE_LAST || h->opcode == OP_WRITE_ONLY)
+    if ((h->opcode == OP_WRITE_LAST || h->opcode == OP_WRITE_ONLY) && !is_trimmed_dscp(dscp))
         CHECK(end == h->msg_len, MRC_E_LAST_END);
     return MRC_OK;
 }
@@ -633,6 +639,7 @@ static void get_body(const uint8_t *q, struct mrc_header *h)
     }
 }
 
+/* The MRC header and payload at the cursor, of a packet of DSCP d->dscp. */
 static int decode_mrc(struct cursor *c, struct mrc_decoded *d)
 {
     struct mrc_header *h = &d->hdr;
@@ -653,7 +660,7 @@ static int decode_mrc(struct cursor *c, struct mrc_decoded *d)
     d->payload_off = (uint32_t)c->pos;
     d->payload_len = (uint32_t)(c->end - c->pos);
     if (is_data(h->opcode))
-        return check_data(h, d->payload_len);
+        return check_data(h, d->payload_len, d->dscp);
     CHECK(d->payload_len == 0, MRC_E_TRAILING);
     if (h->opcode == OP_NACK)
         CHECK(h->reason >= NACK_REASON_MIN && h->reason <= NACK_REASON_MAX, MRC_E_NACK_REASON);
@@ -686,19 +693,19 @@ int mrc_decode_l4(const char *buf, size_t len, int dport)
     return rc < 0 ? rc : (int)d.l4_off;
 }
 
-int mrc_decode_mrc(const char *buf, size_t len)
+int mrc_decode_mrc(const char *buf, size_t len, uint8_t tclass)
 {
     struct cursor c = {(const uint8_t *)buf, 0, len};
     struct mrc_decoded d;
     memset(&d, 0, sizeof(d));
+    d.dscp = tclass >> 2;
     int rc = decode_mrc(&c, &d);
     return rc < 0 ? rc : (int)d.payload_off;
 }
 
 static int is_trimmed(uint8_t tclass)
 {
-    uint8_t dscp = tclass >> 2;
-    return dscp == MRC_DSCP_TRIMMED || dscp == MRC_DSCP_TRIMMED_LASTHOP;
+    return is_trimmed_dscp(tclass >> 2);
 }
 
 int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,
@@ -714,6 +721,7 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
         struct cursor c = {(const uint8_t *)buf + i * slot_size, 0, m->len};
         struct mrc_decoded d;
         memset(&d, 0, sizeof(d));
+        d.dscp = m->tclass >> 2;
         if (decode_mrc(&c, &d) < 0)
             continue;
         const struct mrc_header *h = &d.hdr;

@@ -189,9 +189,11 @@ int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out);
 int mrc_decode_l4(const char *buf, size_t len, int dport);
 
 /* The MRC header and payload of a UDP payload the kernel delivered (IPv6, SRH and UDP
- * already checked by it): the same MRC checks as mrc_decode, in its order. Returns the
- * offset of the data payload (12 + the body length), or a negative mrc_err. */
-int mrc_decode_mrc(const char *buf, size_t len);
+ * already checked by it), its IPv6 traffic class tclass (IPV6_TCLASS: a trimmed stub's
+ * DSCP lifts the rule that a last segment ends at msg_len): the same MRC checks as
+ * mrc_decode, in its order. Returns the offset of the data payload (12 + the body
+ * length), or a negative mrc_err. */
+int mrc_decode_mrc(const char *buf, size_t len, uint8_t tclass);
 
 /* A destination for mrc_send_batch (converted to sockaddr_in6 in C). */
 struct mrc_addr6 {

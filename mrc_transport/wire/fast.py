@@ -35,7 +35,6 @@ from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     FLAGS_BY_VALUE,
-    TRIM_REASONS,
     CloseHeader,
     Common,
     DataHeader,
@@ -99,10 +98,6 @@ _ERRORS: dict[int, tuple[str, str]] = {
     lib.MRC_E_NACK_REASON: ("bad_field", "unknown NACK reason"),
     lib.MRC_E_ACK_BITMAP: ("bad_field", "ACK with a non-zero bitmap"),
 }
-# The C decoders check a data packet without its DSCP, so a trimmed stub of a message's
-# last segment fails "ends at msg_len" (its payload was cut); the reference, which knows
-# stubs (codec._data_rules), decodes such a packet. Stubs go one at a time anyway.
-_LAST_END = lib.MRC_E_LAST_END
 
 _OPCODE_CLASS: dict[int, type[Any]] = {
     **dict.fromkeys(
@@ -458,8 +453,6 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
     want = -1 if dport is None else dport if 0 <= dport <= 0xFFFF else 0x10000
     l4 = _c_decode_l4(buf, len(buf), want)
     if l4 < 0:
-        if l4 == _LAST_END and (buf[0] & 0xF) << 2 | buf[1] >> 6 in TRIM_REASONS:
-            return codec.decode_untrusted(buf, dport=dport)  # a last segment's stub
         reason, message = _ERRORS[l4]
         raise BadPacket(reason, message)
     # C has checked every length and value; what is left is reading the fields out.
@@ -502,13 +495,8 @@ def decode_datagram_untrusted(
     (codec.decode_datagram_untrusted: the kernel checked IPv6, the SRH and the checksum)."""
     # One copy out of the (reused) receive slot; every slice below is then a bytes object.
     buf = payload if type(payload) is bytes else bytes(payload)
-    off = _c_decode_mrc(buf, len(buf))
+    off = _c_decode_mrc(buf, len(buf), tclass & 0xFF)
     if off < 0:
-        if off == _LAST_END and (tclass >> 2) & 0x3F in TRIM_REASONS:
-            return codec.decode_datagram_untrusted(
-                buf, src=src, dst=dst, sport=sport, dport=dport, tclass=tclass,
-                flow_label=flow_label,
-            )  # fmt: skip
         reason, message = _ERRORS[off]
         raise BadPacket(reason, message)
     # C checked every length and value: read the fields out, through the interned objects
