@@ -12,7 +12,7 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   and dropped) ->
   one pump -> again at once while there is more to do, else wait until the socket is
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
-  or closed), whichever comes first. It never spins. When data packets come at a bulk
+  or closed), whichever comes first. It never spins. When datagrams come at a bulk
   rate it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
   moderation, as a NIC does at high packet rates).
 - the transmit task only runs when the kernel pushed back (the raw socket's buffer or a
@@ -74,7 +74,7 @@ from mrc_transport.wire.frames import (
     MRC_UDP_PORT,
     PathHeader,
 )
-from mrc_transport.wire.records import RX_DATA, RxRec
+from mrc_transport.wire.records import RxRec
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
@@ -91,16 +91,17 @@ RX_FLUSH = 64  # received packets after which owed SACKs go out, mid-burst (ours
 # 0.13-0.14 s to 0.10-0.13 s (3 interleaved pairs), while 64 packets are well under 1 ms
 # of work, short of the peer's RACK and RTO windows.
 # Receive-side interrupt moderation, as a NIC's (ethtool -C adaptive-rx, rx-usecs): once a
-# wake-up served at least RX_COALESCE_PACKETS data packets at RX_COALESCE_RATE or more
-# (packets per second since the loop last went to wait), the endpoint waits RX_COALESCE
-# before it reads again instead of waking at the next datagram, so each pass (a receive
-# call, a pump, a SACK, trio's wake-up) serves several times more packets. Unshaped lab,
-# 4 s transfers: the receiver's CPU per Gbit 0.21-0.28 s without, 0.13-0.14 with, goodput
-# no lower. A SACK then waits up to RX_COALESCE. The rate keeps it to bulk transfers above
-# ~1.5 Gbit/s of 9 KB packets: with the count alone, the failover demo's 400 Mbit/s
-# (~5.5k packets/s, 16 of them after any 3 ms hiccup) was moderated now and then, and MRC
-# took the plane it shares with the TCP flow from it (TCP 13-26 Mbit/s instead of 41-48,
-# 4 of 7 runs). trio waits in whole milliseconds, so a shorter wait is not possible.
+# wake-up served at least RX_COALESCE_PACKETS datagrams at RX_COALESCE_RATE or more (per
+# second since the loop last went to wait), the endpoint waits RX_COALESCE before it reads
+# again instead of waking at the next datagram, so each pass (a receive call, a pump, a
+# SACK, trio's wake-up) serves several times more packets. Unshaped lab, 4 s transfers:
+# the receiver's CPU per Gbit 0.21-0.28 s without, 0.13-0.14 with, goodput no lower. A
+# SACK then waits up to RX_COALESCE. The rate keeps it to bulk transfers above ~1.5 Gbit/s
+# of 9 KB packets (a sender's SACKs, one per read of a moderated receiver, stay far
+# below): with the count alone, the failover demo's 400 Mbit/s (~5.5k packets/s, 16 of
+# them after any 3 ms hiccup) was moderated now and then, and MRC took the plane it
+# shares with the TCP flow from it (TCP 13-26 Mbit/s instead of 41-48, 4 of 7 runs). trio
+# waits in whole milliseconds, so a shorter wait is not possible.
 RX_COALESCE = 1e-3
 RX_COALESCE_PACKETS = 16
 RX_COALESCE_RATE = 20_000.0
@@ -327,10 +328,8 @@ class MrcEndpoint:
         self._rx_burst = batchio.burst_receiver(RECV_BURST, rx_slot_size())
         self._tx_burst: batchio.BurstEncoder | None = None  # made on the first burst
         self._trio_offset = 0.0
-        self._rx_data = 0
-        """Data packets received since the loop last went to wait (``_moderate``)."""
-        self._rx_since = clock()
-        """When it last went to wait."""
+        self._rx_mark, self._rx_since = 0, clock()
+        """``received`` when the loop last went to wait, and when (``_moderate``)."""
 
     # -- lifecycle ------------------------------------------------------------------------
     async def serve(
@@ -436,11 +435,11 @@ class MrcEndpoint:
 
     def _moderate(self) -> bool:
         """Whether the loop, about to wait, waits RX_COALESCE rather than for the next
-        datagram: the data packets since it last waited came at a bulk rate. Starts the
+        datagram: the datagrams since it last waited came at a bulk rate. Starts the
         count over."""
         now = self.clock()
-        served, elapsed = self._rx_data, now - self._rx_since
-        self._rx_data, self._rx_since = 0, now
+        served, elapsed = self.received - self._rx_mark, now - self._rx_since
+        self._rx_mark, self._rx_since = self.received, now
         return served >= RX_COALESCE_PACKETS and served >= RX_COALESCE_RATE * elapsed
 
     def _receive_ready(self, rx: socket.socket) -> int:
@@ -452,7 +451,6 @@ class MrcEndpoint:
         (``_receive_one``)."""
         burst = self._rx_burst
         recs = burst.recv_records(rx)
-        self._rx_data += sum(1 for rec in recs if rec[0] == RX_DATA)
         if not recs:
             return 0
         now = self.clock()

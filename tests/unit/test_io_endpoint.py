@@ -671,7 +671,7 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     idle: float,
     moderated: bool,
 ) -> None:
-    """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS data packets
+    """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS datagrams
     at RX_COALESCE_RATE or more the loop reads again RX_COALESCE later and takes what came
     meanwhile; after fewer, or at a lower rate, it waits for the socket (which stays silent
     here) and its timers."""
