@@ -100,11 +100,14 @@ def measure(fn: Callable[[], Sides]) -> Run:
     return Run(got, max(0.0, (b1 - b0) - (c1 - c0)) / (t1 - t0))
 
 
-def _sides(end: dict[str, Any], seconds: float) -> tuple[float, float]:
-    """(sender, receiver) CPU seconds from an iperf3-style ``cpu_utilization_percent``
-    (host: the client, which sends; remote: the server)."""
-    cpu = end["cpu_utilization_percent"]
-    return cpu["host_total"] / 100 * seconds, cpu["remote_total"] / 100 * seconds
+def _reported(end: dict[str, Any], key: str, cpu: float) -> Sides:
+    """Goodput (less what was lost) and each side's CPU from an iperf3-style end document:
+    ``end[key]`` the sums, ``cpu_utilization_percent`` host (the client, which sends) and
+    remote (the server); ``cpu`` both ends' CPU as we measured it."""
+    got, pct = end[key], end["cpu_utilization_percent"]
+    bps = float(got["bits_per_second"]) * (1 - got.get("lost_percent", 0) / 100)
+    secs = got["seconds"]
+    return Sides(bps, cpu, pct["host_total"] / 100 * secs, pct["remote_total"] / 100 * secs)
 
 
 def mrc(lab: str, src: str, dst: str, seconds: float) -> Sides:
@@ -122,8 +125,7 @@ def mrc(lab: str, src: str, dst: str, seconds: float) -> Sides:
     end = json.loads(res.stdout)["end"]
     if not end["verified"]:
         raise RuntimeError("mrc perf: not verified")
-    got = end["sum_received"]
-    return Sides(float(got["bits_per_second"]), cpu, *_sides(end, got["seconds"]))
+    return _reported(end, "sum_received", cpu)
 
 
 def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bool) -> Sides:
@@ -169,12 +171,7 @@ def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bo
             server.wait()
     cpu = _children_cpu() - c0
     end: dict[str, Any] = json.loads(res.stdout)["end"]
-    if udp:
-        got = end["sum"]
-        bps = float(got["bits_per_second"]) * (1 - got["lost_percent"] / 100)
-        return Sides(bps, cpu, *_sides(end, got["seconds"]))
-    got = end["sum_received"]
-    return Sides(float(got["bits_per_second"]), cpu, *_sides(end, got["seconds"]))
+    return _reported(end, "sum" if udp else "sum_received", cpu)
 
 
 FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endpoint's
