@@ -391,22 +391,23 @@ def test_bad_datagrams_are_counted_by_reason(
     assert ep.core.counters.unknown_connection == 1  # the good one reached the core
 
 
+def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
+    """Data packet k of an n-packet message from the peer, PSN ``psn``."""
+    back, p = conn.evs.paths[0], paths(1, 1)[0]
+    op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_MIDDLE
+    h = frames.DataHeader(Common(op, Flags.NONE, conn.conn, PEER), psn, 0, k * MSS, n * MSS, 0)
+    pkt = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), h, bytes(MSS))
+    return Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)
+
+
 def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
     fake: FakeWire, udp: socket.socket
 ) -> None:
     """SACKs owed in the middle of a receive burst go out every RX_FLUSH packets, not
     after the whole burst: 256 packets of Python outlasted the peer's RTO (ours)."""
     ep, conn, _ = endpoint(udp)
-    back, p = conn.evs.paths[0], paths(1, 1)[0]
     n, peer_psn = 3 * ep_mod.RX_FLUSH, 7  # the SETUP_ACK's initial PSN
-    burst = []
-    for k in range(n):
-        op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_MIDDLE
-        h = frames.DataHeader(
-            Common(op, Flags.NONE, conn.conn, PEER), peer_psn + k, 0, k * MSS, (n + 1) * MSS, 0
-        )
-        pkt = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), h, bytes(MSS))
-        burst.append((0.0, Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)))
+    burst = [(0.0, _data_datagram(conn, peer_psn + k, k, n + 1)) for k in range(n)]
     ep._rx_burst = fake_rx = FakeRx()
     fake_rx.waiting = burst
     assert ep._receive_ready(udp) == n  # no pump has run
@@ -644,15 +645,6 @@ class TimedRx(FakeRx):
     def recv(self, sock: object) -> list[RxMeta]:
         self.reads.append(self.clock())
         return super().recv(sock)
-
-
-def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
-    """Data packet k of an n-packet message from the peer, PSN ``psn``."""
-    back, p = conn.evs.paths[0], paths(1, 1)[0]
-    op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_MIDDLE
-    h = frames.DataHeader(Common(op, Flags.NONE, conn.conn, PEER), psn, 0, k * MSS, n * MSS, 0)
-    pkt = wire.encode(frames.PathHeader(back.dst.packed, back.src.packed), h, bytes(MSS))
-    return Datagram(pkt[48:], p.dst.packed, 0x8001, p.src.packed, 0, 1)
 
 
 @pytest.mark.parametrize(
