@@ -703,11 +703,6 @@ int mrc_decode_mrc(const char *buf, size_t len, uint8_t tclass)
     return rc < 0 ? rc : (int)d.payload_off;
 }
 
-static int is_trimmed(uint8_t tclass)
-{
-    return is_trimmed_dscp(tclass >> 2);
-}
-
 int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,
                         uint32_t count, struct mrc_rx_rec *out)
 {
@@ -726,7 +721,7 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
             continue;
         const struct mrc_header *h = &d.hdr;
         int sack = h->opcode == OP_SACK || h->opcode == OP_ACK;
-        if (!sack && (!is_data(h->opcode) || is_trimmed(m->tclass)))
+        if (!sack && (!is_data(h->opcode) || is_trimmed_dscp(d.dscp)))
             continue;
         r->dst_conn = h->dst_conn;
         memcpy(r->src, m->src, 16);
