@@ -9,6 +9,7 @@ run is mrc_transport/perf/ (client.py, server.py, oneshot.py), given a ``PerfOpt
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 
 from mrc_transport.cli.main import UsageError
@@ -201,16 +202,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_here(opts: PerfOptions, server: bool) -> int:
+    from mrc_transport.perf.client import run_client
     from mrc_transport.perf.output import Output
+    from mrc_transport.perf.server import run_server
 
+    # What is loaded by now (modules, classes, functions: ~35k objects) lives as long as
+    # the process; frozen, a full collection skips it. Unfrozen, each full collection
+    # scanned it for 10-17 ms, longer than MRC takes to route around a failure, and showed
+    # up as delivery stalls in the failover demo (docs/measurements.md).
+    gc.freeze()
     out = Output.open(opts)
     try:
         if server:
-            from mrc_transport.perf.server import run_server
-
             return run_server(opts, out)
-        from mrc_transport.perf.client import run_client
-
         return run_client(opts, out)
     finally:
         out.close()
