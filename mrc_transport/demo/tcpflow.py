@@ -18,6 +18,7 @@ Run inside a lab namespace with ``ip netns exec NS python -m mrc_transport.demo.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import socket
@@ -459,6 +460,9 @@ def _run_send(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # as `mrc perf` does (cli/perf.py): the baseline must not stall for a full collection
+    # of this interpreter's modules either
+    gc.freeze()
     try:
         return _run_recv(args) if args.role == "recv" else _run_send(args)
     except (DemoError, OSError) as exc:

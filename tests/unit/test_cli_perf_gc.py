@@ -1,4 +1,5 @@
-"""`mrc perf` runs its endpoint with what it loaded first frozen out of the collector."""
+"""`mrc perf` runs its endpoint, and the demo its TCP flow, with what each loaded first
+frozen out of the collector."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from mrc_transport.cli import main as cli_main
 from mrc_transport.cli import perf as cli_perf
+from mrc_transport.demo import tcpflow
 from mrc_transport.perf import client, output, server
 
 
@@ -38,6 +40,29 @@ def test_the_endpoint_runs_with_the_loaded_objects_frozen(
     assert gc.get_freeze_count() == 0
     try:
         assert cli_perf._run_here(opts, is_server) == 0
+    finally:
+        gc.unfreeze()
+    assert len(frozen) == 1
+    assert frozen[0] > 1000
+
+
+@pytest.mark.parametrize("role", ["recv", "send"])
+def test_the_tcp_baseline_runs_frozen_too(monkeypatch: pytest.MonkeyPatch, role: str) -> None:
+    frozen: list[int] = []
+
+    def run(args: Any) -> int:
+        frozen.append(gc.get_freeze_count())
+        return 0
+
+    monkeypatch.setattr(tcpflow, f"_run_{role}", run)
+    argv = (
+        ["recv", "--port", "5201"]
+        if role == "recv"
+        else ["send", "::1", "--port", "5201", "-t", "1"]
+    )
+    assert gc.get_freeze_count() == 0
+    try:
+        assert tcpflow.main(argv) == 0
     finally:
         gc.unfreeze()
     assert len(frozen) == 1
