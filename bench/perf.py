@@ -10,8 +10,8 @@
     (the sender's and the receiver's, as each tool reports them: iperf3's and mrc perf's
     cpu_utilization_percent, the floor's process times), with MRC's per-side ratios to
     iperf3 UDP's (issue 20: <= 1.5x), and the sender's split into user space and kernel
-    (the kernel's part carries the lab's forwarding, the same for all three senders; MRC's
-    user space is what it adds). ``--repeat N`` runs the four N times,
+    (the kernel's part carries the lab's forwarding and is much the same for all three
+    senders; MRC's user space is what it adds). ``--repeat N`` runs the four N times,
     interleaved (MRC and iperf3 UDP back to back, each first in turn), and reports
     medians; MRC / iperf3 UDP is the median of each run's ratio. Each run also says how
     many CPUs were busy outside our processes meanwhile (/proc/stat minus our children:
@@ -333,7 +333,7 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
         cpu = {key: [r.per_gbit(seconds)[k] for r in rs] for key, rs in runs.items()}
         print(f"    CPU per Gbit, MRC / iperf3 UDP, {side}: "
               f"{_ratio(cpu['mrc'], cpu['udp']):.2f}x   (target <= 1.5x)")  # fmt: skip
-    # the kernel's part is the same for all three (the raw send or UDP send, then every
+    # the kernel's part is much the same for all three (the raw or UDP send, then every
     # switch namespace's forwarding, which runs in the sender's system call): what MRC
     # spends beyond the baselines is its user space
     print("    sender CPU s/Gbit, user space + kernel:", end="")
