@@ -269,7 +269,7 @@ def _median(runs: list[Run], seconds: float) -> tuple[float, float, float, float
     """Median goodput, and median CPU seconds per Gbit of both ends, the sender and the
     receiver."""
     per = [r.per_gbit(seconds) for r in runs]
-    both, snd, rcv, _ = (statistics.median(p[k] for p in per) for k in range(4))
+    both, snd, rcv = (statistics.median(p[k] for p in per) for k in range(3))
     return statistics.median(r.bps for r in runs), both, snd, rcv
 
 
