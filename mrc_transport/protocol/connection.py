@@ -630,7 +630,7 @@ class Connection:
     def _arm_persist(self, now: float) -> None:
         """Zero-window probe: nothing in flight, data waiting, window closed."""
         s = self.sender
-        blocked = s.pending and not s.inflight and s.peer_rwnd < s.mss
+        blocked = s.pending and not len(s.inflight) and s.peer_rwnd < s.mss
         if not blocked:
             self._persist_at = math.inf
         elif self._persist_at == math.inf:

@@ -87,6 +87,53 @@ class SentPacket:
         port refused or lost it), "trimmed" or "nack" (the receiver asked)."""
 
 
+class Flight:
+    """The packets in flight by PSN: a ring indexed by the PSN's low bits, as a NIC keeps
+    its send queue. The sender keeps fewer than ``reorder_window`` PSNs from its
+    cumulative PSN on, so no two packets in flight share a slot; a lookup indexes a list
+    instead of hashing a PSN into a dict, which cost the sender a boxed int and a dict
+    probe per packet sent and per packet acknowledged."""
+
+    def __init__(self, window: int) -> None:
+        size = 1 << max(window - 1, 1).bit_length()
+        self._ring: list[SentPacket | None] = [None] * size
+        self._mask = size - 1
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get(self, psn: int) -> SentPacket | None:
+        """The packet of PSN ``psn`` in flight, or None."""
+        pkt = self._ring[psn & self._mask]
+        if pkt is not None and pkt.psn == psn:
+            return pkt
+        return None
+
+    def pop(self, psn: int) -> SentPacket | None:
+        """Take the packet of PSN ``psn`` out of the flight (None: not in it)."""
+        i = psn & self._mask
+        pkt = self._ring[i]
+        if pkt is None or pkt.psn != psn:
+            return None
+        self._ring[i] = None
+        self._count -= 1
+        return pkt
+
+    def put(self, pkt: SentPacket) -> None:
+        """Add ``pkt``, whose PSN is within the window of the packets in flight."""
+        i = pkt.psn & self._mask
+        held = self._ring[i]
+        if held is not None:
+            raise ValueError(f"PSN {pkt.psn}: its slot holds PSN {held.psn}")
+        self._ring[i] = pkt
+        self._count += 1
+
+    def values(self) -> list[SentPacket]:
+        """The packets in flight, in no particular order (for tests and reports)."""
+        return [pkt for pkt in self._ring if pkt is not None]
+
+
 def _current(seq: int, pkt: SentPacket) -> bool:
     """Whether order entry (seq, pkt) is ``pkt``'s latest transmission, still in flight."""
     return pkt.seq == seq and not pkt.lost

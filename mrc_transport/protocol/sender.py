@@ -39,7 +39,7 @@ from .commons import ACK_REQ, ECN_ECHO, RTX, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
-from .rack import Rack, SentPacket
+from .rack import Flight, Rack, SentPacket
 from .rtt import RttEstimator
 from .scheduler import Scheduler
 from .segments import DataRun, Outgoing, OutMessage, add_new, asking_ack
@@ -63,7 +63,7 @@ class Sender:
         self._una_lens: deque[int] = deque()
         self.fc_bytes = 0
         self.peer_rwnd = cfg.rcvbuf
-        self.inflight: dict[int, SentPacket] = {}
+        self.inflight = Flight(cfg.reorder_window)
         self._rtx: list[tuple[int, int]] = []
         """Packets to resend, as (rank, psn): trimmed ones first (rank 0), then by PSN.
         Behind a lost packet that waits for window room, a trimmed one waited too (ours:
@@ -91,7 +91,7 @@ class Sender:
 
     def idle(self) -> bool:
         """Nothing queued and nothing unacknowledged."""
-        return not self.pending and not self.inflight
+        return not self.pending and not len(self.inflight)
 
     # -- RTT ----------------------------------------------------------------------------
     @property
@@ -179,7 +179,7 @@ class Sender:
         msg.next_offset += n
         if msg.next_offset >= msg.length:
             self.pending.popleft()
-        self.inflight[pkt.psn] = pkt
+        self.inflight.put(pkt)
         self._una_lens.append(n)
         self.fc_bytes += n
         self.snd_nxt += 1
@@ -297,7 +297,7 @@ class Sender:
 
     def _ack_cumulative(self, cum: int, now: float, acked: dict[int, int]) -> None:
         while self.snd_una < cum:
-            pkt = self.inflight.pop(self.snd_una, None)
+            pkt = self.inflight.pop(self.snd_una)
             if pkt is not None:
                 self._acked(pkt, now, acked)
             self.fc_bytes -= self._una_lens.popleft()
@@ -308,7 +308,7 @@ class Sender:
             low = bitmap & -bitmap
             bitmap ^= low
             psn = base + low.bit_length() - 1
-            pkt = self.inflight.pop(psn, None) if psn >= self.snd_una else None
+            pkt = self.inflight.pop(psn) if psn >= self.snd_una else None
             if pkt is not None:
                 self._acked(pkt, now, acked)
 

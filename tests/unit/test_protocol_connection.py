@@ -90,7 +90,7 @@ def test_messages_of_several_sizes() -> None:
     [conn] = a.endpoint.connections.values()
     # no link dropped anything: at most a rare spurious retransmission from reordering
     assert conn.counters.retransmits <= conn.counters.data_sent // 200
-    assert conn.sender.inflight == {}
+    assert len(conn.sender.inflight) == 0
     assert conn.sender.fc_bytes == 0
 
 

@@ -276,7 +276,7 @@ def test_the_rto_resends_the_oldest_packet_in_flight_whichever_plane_it_took() -
     assert data[0].path.plane != data[1].path.plane  # the planes take turns
     first = psn(data[0])
     conn.sender.sack(0, first + 1, first + 1, 0, data[0].ev, 0, CFG.rcvbuf, now)
-    assert first not in conn.sender.inflight
+    assert conn.sender.inflight.get(first) is None
     conn.handle_timer(now)  # loss detection, due after a SACK: nothing is lost yet
     assert conn.datagrams_to_send(now) == []
     timer = conn.get_timer()
