@@ -4,14 +4,17 @@
     one MRC connection (`mrc perf`) vs one iperf3 TCP stream and iperf3 UDP -b 0, and the
     raw-socket floor (prebuilt MRC packets sent with batchio.send_raw6 as fast as one core
     can, drained by a BurstReceiver: what a userspace MRC sender pays without protocol or
-    per-packet Python, so the most MRC's endpoint could reach here), plus
+    per-packet Python, so the most MRC's endpoint could reach here), the GSO floor (the
+    same packets 4 to a UDP GSO send: the kernel carries each send through the lab as one
+    packet on one path, so it shows what a cheaper kernel path would give, not what MRC
+    may do, which sprays each packet on its own path), plus
     CPU seconds per delivered gigabit: of both ends (every process is our child; MRC's
     includes two Python start-ups, ~0.6 s each), and of each side during the transfer
     (the sender's and the receiver's, as each tool reports them: iperf3's and mrc perf's
     cpu_utilization_percent, the floor's process times), with MRC's per-side ratios to
     iperf3 UDP's (issue 20: <= 1.5x), and the sender's split into user space and kernel
     (the kernel's part carries the lab's forwarding and is much the same for all three
-    senders; MRC's user space is what it adds). ``--repeat N`` runs the four N times,
+    senders; MRC's user space is what it adds). ``--repeat N`` runs the five N times,
     interleaved (MRC and iperf3 UDP back to back, each first in turn), and reports
     medians; MRC / iperf3 UDP is the median of each run's ratio. Each run also says how
     many CPUs were busy outside our processes meanwhile (/proc/stat minus our children:
@@ -31,6 +34,7 @@ import json
 import math
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -185,11 +189,13 @@ def iperf3(lab: str, topo: Topology, src: str, dst: str, seconds: float, udp: bo
 
 
 FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endpoint's
+GSO_FLOOR = 4  # packets per UDP GSO send: 7 of 9 KB fit in the 64 KB a send may carry
 
 
-def _blast(lab: str, src: str, dst: str, seconds: float) -> None:
+def _blast(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> None:
     """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
-    ``send_raw6`` as fast as one core can; print the sender's CPU seconds."""
+    ``send_raw6`` (or ``gso`` at a time by UDP GSO) as fast as one core can; print the
+    sender's CPU seconds."""
     from mrc_transport.io import batchio
     from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
@@ -204,12 +210,41 @@ def _blast(lab: str, src: str, dst: str, seconds: float) -> None:
     for i in range(FLOOR_BURST):
         ph = path_header(paths[i % len(paths)], 0x10000 + i, DSCP_DATA, "usid", FLOOR_PORT)
         enc.add(ph, DataHeader(common, i, 0, 0, 1 << 30, 0), payload)
-    tx = open_tx()
+    if gso:
+        send = _gso_sender([enc.packet(i) for i in range(FLOOR_BURST)], gso)
+    else:
+        tx = open_tx()
+        send = lambda: enc.send(tx)  # noqa: E731
     c0, u0, t0 = time.process_time(), os.times().user, time.monotonic()
     while time.monotonic() - t0 < seconds:
-        if enc.send(tx) < FLOOR_BURST:
+        if send() < FLOOR_BURST:
             time.sleep(0)  # the socket buffer is full: let the kernel drain it
     print(json.dumps({"cpu": time.process_time() - c0, "user": os.times().user - u0}))
+
+
+UDP_SEGMENT = 103  # <linux/udp.h>: the socket's GSO segment size
+
+
+def _gso_sender(packets: list[bytes], k: int) -> Callable[[], int]:
+    """A send of the floor's packets through a UDP socket with UDP GSO: ``k`` packets per
+    datagram, which the kernel forwards through the lab as one and cuts into packets at
+    the end, so they share one IPv6 header and one path. Returns how many packets went.
+
+    The kernel computes the UDP checksum over the first uSID destination, not the final
+    one; it arrives intact only because veth never completes a partial checksum
+    (kernel-facts.md, "Checksums"), and UDP GSO refuses zero checksums."""
+    from mrc_transport.io import batchio
+
+    tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    tx.setblocking(False)
+    seg = len(packets[0]) - 48  # the UDP payload of a uSID packet: IPv6 40 + UDP 8 bytes
+    tx.setsockopt(socket.IPPROTO_UDP, UDP_SEGMENT, seg)
+    groups = [packets[i : i + k] for i in range(0, len(packets) - k + 1, k)]
+    buf = b"".join(p[48:] for g in groups for p in g)
+    offsets = [i * k * seg for i in range(len(groups) + 1)]
+    addrs = [(g[0][batchio.IPV6_DST], FLOOR_PORT) for g in groups]
+
+    return lambda: k * batchio.send_batch(tx, buf, offsets, addrs)
 
 
 def _drain(seconds: float) -> None:
@@ -234,9 +269,20 @@ def _drain(seconds: float) -> None:
     print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0}))
 
 
-def floor(lab: str, src: str, dst: str, seconds: float) -> Sides:
+def _inside(blast: list[str] | None) -> bool:
+    """Whether this process runs in the blast's source host namespace (or, to drain, in
+    any lab host's): the floor's sends bypass MRC's endpoint and would follow the root
+    namespace's default route out of the machine."""
+    from mrc_transport.io.paths import find_lab_host
+
+    where = find_lab_host([blast[0]] if blast else None)
+    return where is not None and (not blast or where == (blast[0], blast[1]))
+
+
+def floor(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> Sides:
     """Goodput and CPU of raw-socket sends alone: the IO a userspace MRC sender cannot
-    avoid, without protocol or per-packet Python."""
+    avoid, without protocol or per-packet Python (``gso``: that many packets per send by
+    UDP GSO instead, one path each)."""
     me = [sys.executable, os.path.abspath(__file__)]
     drain = subprocess.Popen(
         ["ip", "netns", "exec", namespace(lab, dst), *me, "--drain", str(seconds)],
@@ -248,7 +294,7 @@ def floor(lab: str, src: str, dst: str, seconds: float) -> Sides:
         drain.stdout.readline()  # "ready": the socket is bound
         blast = subprocess.run(
             ["ip", "netns", "exec", namespace(lab, src), *me, "--blast", lab, src, dst,
-             str(seconds + 1)],
+             str(seconds + 1), "--gso", str(gso)],
             capture_output=True, text=True, check=True, timeout=seconds + 30,
         )  # fmt: skip
         got = json.loads(drain.communicate(timeout=30)[0])
@@ -289,7 +335,7 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     )
     lab = "bp" + uuid.uuid4().hex[:6]
     src, dst = "h0", "h1"  # different racks
-    runs: dict[str, list[Run]] = {"mrc": [], "tcp": [], "udp": [], "floor": []}
+    runs: dict[str, list[Run]] = {"mrc": [], "tcp": [], "udp": [], "floor": [], "gso": []}
     print(f"(a) unshaped, {src} -> {dst} (different racks), {seconds:g} s each")
     try:
         up(topo, lab)
@@ -305,12 +351,14 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
                 m = measure(lambda: mrc(lab, src, dst, seconds))
             t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
             f = measure(lambda: floor(lab, src, dst, seconds))
-            for key, run in zip(runs, (m, t, u, f), strict=True):
+            g = measure(lambda: floor(lab, src, dst, seconds, gso=GSO_FLOOR))
+            for key, run in zip(runs, (m, t, u, f, g), strict=True):
                 runs[key].append(run)
             if repeat > 1:
                 print(f"  run {i + 1}: MRC {_g(m.bps)}  TCP {_g(t.bps)}  UDP {_g(u.bps)}  "
-                      f"floor {_g(f.bps)}  MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
-                      f"{max(m.others, t.others, u.others, f.others):.1f} CPUs)")  # fmt: skip
+                      f"floor {_g(f.bps)}  GSO floor {_g(g.bps)}  MRC/UDP {m.bps / u.bps:.3f}  "
+                      f"(busy outside: "
+                      f"{max(r.others for r in (m, t, u, f, g)):.1f} CPUs)")  # fmt: skip
     finally:
         down(lab)
     if repeat > 1:
@@ -319,12 +367,15 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     others = max(r.others for rs in runs.values() for r in rs)
     print(f"    {'':22} {'goodput':>13}   CPU s/Gbit: both  sender  receiver")
     names = {"mrc": "MRC, 1 connection", "tcp": "iperf3 TCP, 1 stream",
-             "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor"}  # fmt: skip
+             "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor",
+             "gso": f"GSO floor, {GSO_FLOOR} a send"}  # fmt: skip
     for key, name in names.items():
         bps, both, snd, rcv = med[key]
         print(f"    {name:22} {_g(bps)}   {both:15.2f} {snd:7.2f} {rcv:9.2f}")
     print(f"    (raw-socket floor: prebuilt packets, send_raw6, no protocol: "
-          f"{med['floor'][0] / med['udp'][0]:.2f}x iperf3 UDP)")  # fmt: skip
+          f"{med['floor'][0] / med['udp'][0]:.2f}x iperf3 UDP; the GSO floor, the same "
+          f"packets {GSO_FLOOR} to a UDP GSO send, each send on one path, so not sprayed per "
+          f"packet: {med['gso'][0] / med['udp'][0]:.2f}x)")  # fmt: skip
     got = {k: [r.bps for r in rs] for k, rs in runs.items()}
     print(f"    MRC / iperf3 UDP = {_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
     print(f"    MRC / raw floor  = {_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
@@ -380,9 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="(a): interleaved runs, medians")
     ap.add_argument("--blast", nargs=4, help=argparse.SUPPRESS)  # floor: LAB SRC DST SECONDS
     ap.add_argument("--drain", type=float, help=argparse.SUPPRESS)  # floor: SECONDS
+    ap.add_argument("--gso", type=int, default=0, help=argparse.SUPPRESS)  # floor: per send
     args = ap.parse_args(argv)
+    if (args.blast or args.drain is not None) and not _inside(args.blast):
+        print("perf.py: --blast and --drain run only inside the lab's host namespace "
+              "(ip netns exec), never where their packets could leave the lab",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.blast:
-        _blast(args.blast[0], args.blast[1], args.blast[2], float(args.blast[3]))
+        _blast(args.blast[0], args.blast[1], args.blast[2], float(args.blast[3]), args.gso)
         return 0
     if args.drain is not None:
         _drain(args.drain)
