@@ -234,13 +234,15 @@ def _gso_sender(packets: list[bytes], k: int) -> Callable[[], int]:
     one; it arrives intact only because veth never completes a partial checksum
     (kernel-facts.md, "Checksums"), and UDP GSO refuses zero checksums."""
     from mrc_transport.io import batchio
+    from mrc_transport.wire.frames import IPV6_HEADER_LEN, UDP_HEADER_LEN
 
+    udp = IPV6_HEADER_LEN + UDP_HEADER_LEN  # a uSID packet's UDP payload starts here
     tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     tx.setblocking(False)
-    seg = len(packets[0]) - 48  # the UDP payload of a uSID packet: IPv6 40 + UDP 8 bytes
+    seg = len(packets[0]) - udp
     tx.setsockopt(socket.IPPROTO_UDP, UDP_SEGMENT, seg)
     groups = [packets[i : i + k] for i in range(0, len(packets) - k + 1, k)]
-    buf = b"".join(p[48:] for g in groups for p in g)
+    buf = b"".join(p[udp:] for g in groups for p in g)
     offsets = [i * k * seg for i in range(len(groups) + 1)]
     addrs = [(g[0][batchio.IPV6_DST], FLOOR_PORT) for g in groups]
 
