@@ -41,6 +41,7 @@ from ipaddress import IPv6Address
 
 from mrc_transport.io import batchio
 from mrc_transport.io.endpoint import decode_one, hand_over, io_config
+from mrc_transport.perf.session import POOL_SIZE
 from mrc_transport.protocol import COMPILED, Config, Endpoint, events
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, Outgoing
@@ -231,9 +232,7 @@ def run(link: Link, nbytes: int, how: Setup) -> Result:
     server = Endpoint(cfg, random.Random(2), lambda ph: sr_paths(2, 1, per_plane=how.per_plane))
     conn = client.connect(sr_paths(1, 2, per_plane=how.per_plane), 0.0)
     now, cpu_s, cpu_r, got = 0.0, 0.0, 0.0, 0
-    data = memoryview(bytes(nbytes))
-    size = how.msg_size or nbytes
-    messages = [data[off : off + size] for off in range(0, nbytes, size)]
+    messages = _messages(nbytes, how.msg_size)
     sent = False
     clock = time.process_time
     while got < len(messages):
@@ -267,6 +266,22 @@ def run(link: Link, nbytes: int, how: Setup) -> Result:
         cpu_r += t3 - t2
         now += how.step
     return Result(conn.counters.data_sent, cpu_s, cpu_r)
+
+
+def _messages(nbytes: int, size: int | None) -> list[memoryview]:
+    """The transfer's messages, cut in turn from a pool of written bytes as ``mrc perf``
+    cuts them (perf/session.py ``MessagePool``). Not views of ``bytes(nbytes)``: its pages
+    are mapped at the first read, a fault per 4 KB that no live sender pays, which put the
+    sender's C codec mode at ~2 us a packet more than its encoding costs."""
+    size = size or nbytes
+    count = -(-nbytes // size)
+    slots = max(1, min(count, POOL_SIZE // size))
+    pool = memoryview(bytearray(random.Random(3).randbytes(slots * size)))
+    out = []
+    for k in range(count):
+        start = (k % slots) * size
+        out.append(pool[start : start + min(size, nbytes - k * size)])
+    return out
 
 
 def best(link: Link, nbytes: int, how: Setup, repeats: int) -> Result:
