@@ -547,7 +547,8 @@ class CBurstEncoder(_EncodeBuffer):
 
     The offsets live in a C array that the codec writes and ``mrc_send_raw6`` reads as
     they are: a Python list of them cost a conversion of every offset twice a burst, out
-    of C after each run and back in for the send (~6% of the sender's user space)."""
+    of C after each run and back in for the send (~0.1 us of the ~1.1 us that encoding
+    and handing over a 9 KB packet took)."""
 
     def __init__(self, max_pkts: int, max_len: int = MAX_PACKET) -> None:
         _require_c()
