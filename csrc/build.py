@@ -32,7 +32,7 @@ def make_builder(*, absolute: bool) -> FFI:
     ffi.set_source(
         "mrc_transport._fastpath",
         '#include <stdint.h>\n#include <stddef.h>\n#include "mrc_fast.h"\n',
-        sources=[path(CSRC / "mrc_fast.c"), path(CSRC / "mrc_io.c")],
+        sources=[path(CSRC / "mrc_fast.c"), path(CSRC / "mrc_io.c"), path(CSRC / "mrc_rx.c")],
         include_dirs=[path(CSRC)],
         extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
     )

@@ -299,6 +299,92 @@ struct mrc_rx_rec {
 int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,
                         uint32_t count, struct mrc_rx_rec *out);
 
+/* ------------------------------------------- the receiver's placement (csrc/mrc_rx.c) */
+
+/* A message being reassembled: a slot of the receiver's table, by MSN mod its size. */
+#define MRC_MSG_FREE 0
+#define MRC_MSG_OPEN 1      /* segments missing */
+#define MRC_MSG_DONE 2      /* complete, an earlier message is not */
+#define MRC_MSG_DELIVERED 3 /* delivered in order: the core takes it out of the table */
+struct mrc_rx_msg {
+    int64_t msn;
+    char *buf;       /* len bytes: the core's buffer for it */
+    uint8_t *placed; /* one flag per segment */
+    uint64_t len;
+    uint64_t missing; /* segments not placed yet */
+    uint64_t state;
+};
+
+/* What the placement counted (the core adds them to its counters and zeroes them). */
+struct mrc_rx_counts {
+    uint64_t packets, data, bytes, ce, dup_packets, inconsistent_header, bad_segment,
+        msn_out_of_window, dup_segment, messages;
+};
+
+#define MRC_RX_MAX_DELIVERED 64
+#define MRC_RX_SPARES 8 /* receiver.py SPARE_BUFFERS */
+
+/* A recycled message buffer and flags for its segments. */
+struct mrc_rx_spare {
+    char *buf;
+    uint8_t *placed;
+    uint64_t len;
+};
+
+/* Why mrc_rx_place stopped (before the record it returns, but for MRC_RX_CE). */
+#define MRC_RX_END 0          /* every record handled */
+#define MRC_RX_OTHER_RECORD 1 /* not a data packet of this connection */
+#define MRC_RX_NEW_MESSAGE 2  /* its message needs a buffer from the core */
+#define MRC_RX_OUT_OF_WINDOW 3 /* its PSN is beyond the reorder window: the core NACKs */
+#define MRC_RX_CE 4           /* the record before it came with CE: a SACK echoes it now */
+#define MRC_RX_FULL 5         /* the list of delivered messages is full */
+
+/* One connection's receiving state, shared by the core (protocol/rxplace.py) and C.
+ * PSNs and MSNs are expanded to 64 bits, as the core keeps them. */
+struct mrc_rx_state {
+    /* configuration */
+    uint64_t seg_size, mss, max_message, reorder_window, msn_window, sack_every_bytes;
+    double ack_delay;
+    uint64_t ooo_mask;  /* ooo has ooo_mask + 1 >= reorder_window entries */
+    uint64_t msg_mask;  /* msgs has msg_mask + 1 >= msn_window slots */
+    uint8_t *ooo;       /* 1: that PSN (mod the size) arrived above cum */
+    struct mrc_rx_msg *msgs;
+    /* Receiver's state */
+    int64_t cum, highest, next_msn;
+    uint64_t ooo_count, since_sack, held;
+    double ack_deadline; /* inf: none */
+    uint64_t trig_ev, trig_ts, trig_has_ts;
+    /* what a call did, for the core: read together and zeroed (rxfast.py take) */
+    uint64_t why;
+    uint64_t sacks;     /* data packets that made a SACK due (not those with CE) */
+    uint64_t n_delivered;
+    uint64_t n_opened;
+    struct mrc_rx_counts counts;
+    uint32_t delivered[MRC_RX_MAX_DELIVERED]; /* slots of the messages delivered */
+    uint32_t opened[MRC_RX_MAX_DELIVERED];    /* slots of the messages opened with spares */
+    /* the core's recycled buffers, a stack as its own list (receiver.py _spare): a new
+     * message whose length is the top one's takes it without stopping */
+    uint64_t n_spares;
+    struct mrc_rx_spare spares[MRC_RX_SPARES];
+};
+
+/* Put a recycled buffer (len bytes at buf, flags for its segments at placed) on top of
+ * the spares; 0 when they are full. */
+int mrc_rx_push_spare(struct mrc_rx_state *st, char *buf, uint8_t *placed, uint64_t len);
+
+/* Put message msn (len bytes at buf, segs segments, their flags at placed, zeroed
+ * here) in table slot `slot`. */
+void mrc_rx_open(struct mrc_rx_state *st, uint64_t slot, int64_t msn, char *buf, uint64_t len,
+                 uint8_t *placed, uint64_t segs);
+
+/* Receiver.on_data of data records recs[from:to] of connection conn (as
+ * mrc_decode_rx_burst made them; payloads in buf), in order, at time now, for the records
+ * it can take whole: placement, duplicates, the cumulative PSN and out-of-order set,
+ * messages delivered in MSN order (listed in delivered), counts, the trigger, the SACK
+ * decision. Returns the index of the first record not handled, st->why saying why. */
+int mrc_rx_place(struct mrc_rx_state *st, const char *buf, const struct mrc_rx_rec *recs,
+                 uint32_t from, uint32_t to, uint32_t conn, double now);
+
 /* sendmmsg(2) of count complete IPv6 packets buf[offsets[i]:offsets[i+1]] of buf[0:len]
  * through an IPPROTO_RAW socket, non-blocking, each to its own header's destination
  * address. Returns the number sent (0 when the socket would block) or -errno (-EINVAL,

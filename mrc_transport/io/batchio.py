@@ -100,6 +100,12 @@ class BurstReceiver(Protocol):
         """The ``RxMeta`` of datagram i of the last burst decoded."""
         ...
 
+    @property
+    def c_burst(self) -> tuple[object, object] | None:
+        """The C buffer and C records of the last burst decoded, for the core's C
+        placement (None: decoded in Python)."""
+        ...
+
 
 class BurstEncoder(Protocol):
     """The packets of one transmit burst, encoded back to back into one reusable buffer
@@ -291,6 +297,10 @@ class _Slots:
 
     def meta(self, i: int) -> RxMeta:
         return self.decoder.meta(i)
+
+    @property
+    def c_burst(self) -> tuple[object, object] | None:
+        return self.decoder.c_burst
 
 
 class PyBurstReceiver(_Slots):

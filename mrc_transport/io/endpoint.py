@@ -458,7 +458,7 @@ class MrcEndpoint:
         self.receive_bursts += 1
         hand_over(
             self.core, recs, burst.view, now, lambda i: self._receive_one(burst, i, now),
-            self._flush_control,
+            self._flush_control, burst.c_burst,
         )  # fmt: skip
         return len(recs)
 
@@ -746,15 +746,16 @@ def hand_over(
     now: float,
     other: Callable[[int], None],
     flush: Callable[[], None],
+    c_burst: tuple[object, object] | None = None,
 ) -> None:
     """Give the core a received burst's records: data packets and SACKs as their fields
     (``Endpoint.receive_records``, a payload as a view of its slot in ``view``), any other
     record i to ``other(i)`` in its turn; ``flush()`` after every RX_FLUSH records and
-    after the last."""
+    after the last. ``c_burst``: the burst's C buffer and records, when decoded in C."""
     i, n = 0, len(recs)
     while i < n:
         stop = min(n, i - i % RX_FLUSH + RX_FLUSH)
-        i = core.receive_records(recs, view, now, i, stop)
+        i = core.receive_records(recs, view, now, i, stop, c_burst)
         if i < stop:
             other(i)
             i += 1

@@ -31,9 +31,10 @@ from typing import Final
 
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import TRIM_REASONS, Common, Flags, Opcode
+from mrc_transport.wire.records import RxRec
 from srv6.path import SrPath
 
-from . import events
+from . import events, rxplace
 from .cc.planes import PlaneWindows
 from .commons import Commons
 from .config import Config
@@ -450,6 +451,66 @@ class Connection:
         fields in the order of a data record, wire/records.py)."""
         self._arrived(src)
         self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
+
+    def receive_data_run(
+        self,
+        recs: list[RxRec],
+        view: memoryview,
+        c_burst: tuple[object, object] | None,
+        start: int,
+        stop: int,
+        now: float,
+    ) -> int:
+        """``receive_data`` of the data records from ``start`` on, up to ``stop`` or the
+        first record that is not one of this connection's data packets, in one placement
+        call (Receiver.place_run, ``c_burst`` its C buffer and records); returns where it
+        stopped. Each packet is counted as arrived, as ``receive_data`` does."""
+        receiver = self.receiver
+        if receiver is None or self.state is ConnState.CLOSED:
+            _, _, src, flags, psn, msn, off, size, ts, at, n, ev, ce = recs[start]
+            self.receive_data(
+                src, flags, psn, msn, off, size, ts, view[at : at + n], ev, ce == 1, now
+            )
+            return start + 1
+        i = receiver.place_records(recs, view, c_burst, start, stop, now)
+        taken = receiver.take_packets()
+        if taken:
+            self.counters.packets_received += taken
+            self._arrived_from(recs, start, i)
+        self._owe_sacks(receiver.take_sacks())
+        why = receiver.why
+        if why == rxplace.CE:  # the packet before i came with CE: its SACK echoes it now
+            self._queue_sack(now, True)
+        elif why == rxplace.OUT_OF_WINDOW:
+            _, _, src, _, psn, _, _, _, ts, _, _, ev, _ = recs[i]
+            self._arrived(src)
+            self.counters.psn_out_of_window += 1
+            self._nack(psn, frames.NackReason.PSN_OUT_OF_WINDOW, ev, ts)
+            i += 1
+        return i
+
+    def _arrived_from(self, recs: list[RxRec], start: int, stop: int) -> None:
+        """``_arrived`` of records ``start:stop``, counted already: the reply plane is
+        that of the latest one whose source names a plane."""
+        peer_plane = self.evs.peer_plane
+        for k in range(stop - 1, start - 1, -1):
+            plane = peer_plane.get(recs[k][2])
+            if plane is not None:
+                self._reply_plane = plane
+                return
+
+    def _owe_sacks(self, n: int) -> None:
+        """``_queue_sack`` of ``n`` packets that each made a SACK due (none with CE)."""
+        if n <= 0:
+            return
+        self.counters.sacks_superseded += n - 1
+        if self._sack_owed:
+            self.counters.sacks_superseded += 1
+        else:
+            self.counters.sacks_sent += 1
+        self._sack_owed = True
+        if self.receiver is not None:
+            self.receiver.owe_sack()
 
     def _data(
         self,

@@ -96,7 +96,13 @@ class Endpoint:
         return conn
 
     def receive_records(
-        self, recs: list[RxRec], view: memoryview, now: float, start: int, stop: int
+        self,
+        recs: list[RxRec],
+        view: memoryview,
+        now: float,
+        start: int,
+        stop: int,
+        c_burst: tuple[object, object] | None = None,
     ) -> int:
         """``receive`` of records ``start`` to ``stop`` of a received burst, in order:
         data packets (``Connection.receive_data``, a payload as a view of its slot in
@@ -105,22 +111,25 @@ class Endpoint:
         index (``stop`` if none), for the caller to decode. One compiled loop: a call per
         packet from the IO layer's Python, with its 12 arguments, cost more than the
         loop's work. Each kind's record is unpacked in its layout (wire/records.py),
-        which lists the fields in the order the connection takes them."""
-        for i in range(start, stop):
+        which lists the fields in the order the connection takes them. A run of data
+        packets of one connection goes to it whole (``Connection.receive_data_run``), with
+        ``c_burst``, the burst's C buffer and records, when the IO layer has them."""
+        i = start
+        while i < stop:
             rec = recs[i]
             kind = rec[0]
             if kind == RX_OTHER:
                 return i
             conn = self._connection(rec[1])
             if conn is None:
+                i += 1
                 continue
             if kind == RX_DATA:
-                _, _, src, flags, psn, msn, off, size, ts, at, n, ev, ce = rec
-                payload = view[at : at + n]
-                conn.receive_data(src, flags, psn, msn, off, size, ts, payload, ev, ce == 1, now)
-            else:  # RX_SACK
-                _, _, src, flags, cum_psn, base, bitmap, ev, ts, rwnd, _, _, _ = rec
-                conn.receive_sack(src, flags, cum_psn, base, bitmap, ev, ts, rwnd, now)
+                i = conn.receive_data_run(recs, view, c_burst, i, stop, now)
+                continue
+            _, _, src, flags, cum_psn, base, bitmap, ev, ts, rwnd, _, _, _ = rec  # RX_SACK
+            conn.receive_sack(src, flags, cum_psn, base, bitmap, ev, ts, rwnd, now)
+            i += 1
         return stop
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:

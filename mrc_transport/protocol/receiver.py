@@ -28,22 +28,23 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
+from mrc_transport import backend
 from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
+from mrc_transport.wire.records import RX_DATA, RxRec
 
-from . import events
-from .commons import ACK_REQ, ECN_ECHO, TS, Commons
+from . import events, rxplace
+from .commons import ECN_ECHO, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .serial import MASK32, expand
 
 SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
-SPARE_BUFFERS: Final = 8  # recycled message buffers a receiver keeps (ours)
+SPARE_BUFFERS: Final = rxplace.SPARES  # recycled message buffers a receiver keeps (ours)
 Payload = bytes | bytearray | memoryview
 """A data packet's payload: copied into its message's buffer, never kept."""
 _new_sack_header: Final = fast_constructor(
@@ -60,41 +61,14 @@ class Verdict(enum.Enum):
     NACK = "nack"
 
 
-class InMessage:
-    """A message being reassembled (a plain class: mypyc's dataclasses know no
-    ``memoryview`` field)."""
-
-    __slots__ = ("buf", "missing", "placed", "view")
-
-    def __init__(self, buf: bytearray, segs: int) -> None:
-        self.buf = buf
-        """Preallocated to the message length."""
-        self.view = memoryview(buf)
-        """A view of ``buf`` that payloads are copied into: a bytearray's own slice
-        assignment first copies any other buffer into a temporary bytearray (CPython's
-        bytearray_ass_subscript), which cost a second 9 KB copy, a malloc and a free per
-        packet. Released when the message is delivered, so the application may resize
-        it."""
-        self.placed = bytearray(segs)
-        """One flag per segment index: 1 once that segment is in ``buf``."""
-        self.missing = segs
-        """Segments not placed yet; the message is complete at 0."""
-
-
-@dataclass(slots=True)
-class Trigger:
-    """The packet a SACK reflects."""
-
-    ev: int = 0
-    """Its EV."""
-    ts: int = 0
-    """Its timestamp."""
-    has_ts: bool = False
-    """Whether ``ts`` is valid."""
-
-
 class Receiver:
-    """Receiving state of one connection."""
+    """Receiving state of one connection.
+
+    The per-packet state (cumulative PSN, out-of-order set, the messages being placed, the
+    trigger, the counts) lives in the placement's state (rxplace.py ``RxState``, or the C
+    struct of rxfast.py when the C fast path is built), which ``place_run`` hands a run of
+    a burst's data packets to, one call for the run; the receiver keeps what needs
+    Python: the buffers, delivery events, NACKs, SACKs and the window."""
 
     def __init__(
         self,
@@ -110,26 +84,75 @@ class Receiver:
         self.commons = commons
         self.seg_size = max(1, cfg.mss if seg_size is None else seg_size)
         """The peer's segment size: min(our mss, its SETUP mtu), as its sender uses."""
-        self.cum = initial_psn
-        self.highest = initial_psn - 1
-        self.ooo: set[int] = set()
-        self.ooo_count = 0
-        self.next_msn = 0
-        self.inbox: dict[int, InMessage] = {}
-        self.done: dict[int, InMessage] = {}
-        self.held = 0
+        args = (
+            self.seg_size, cfg.mss, cfg.max_message, cfg.reorder_window, cfg.msn_window,
+            cfg.sack_every_bytes, cfg.ack_delay, initial_psn,
+        )  # fmt: skip
+        self._c = backend.FASTPATH
+        if self._c:
+            from . import rxfast
+
+            self._st: Any = rxfast.CRxState(*args)
+            self.s: Any = self._st.c
+            """The placement's fields (the C struct itself, or the ``RxState``)."""
+            self._place: Any = rxfast.place
+            self._one = rxfast.OneRecord()
+        else:
+            self._st = self.s = rxplace.RxState(*args)
+            self._place = rxplace.place
+        self._msg_mask = int(self.s.msg_mask)
+        self._bufs: list[bytearray | None] = [None] * (self._msg_mask + 1)
+        """Each table slot's message buffer (``_open``)."""
+        self.why = rxplace.END
+        """Why the latest ``place_run`` stopped (rxplace.py)."""
+        self._packets = 0
+        self._sacks = 0
         self.advertised = cfg.rcvbuf
-        self._since_sack = 0
-        self.ack_deadline = math.inf
-        self.trigger = Trigger()
-        self._spare: list[bytearray] = []
-        """Delivered message buffers the application gave back (``recycle``)."""
+
+    # -- the placement's state, as the receiver's -----------------------------------------
+    @property
+    def cum(self) -> int:
+        """The cumulative PSN: every PSN below it arrived."""
+        return int(self.s.cum)
+
+    @property
+    def highest(self) -> int:
+        """The highest PSN that arrived (``cum - 1`` if none above ``cum``)."""
+        return int(self.s.highest)
+
+    @property
+    def next_msn(self) -> int:
+        """The next message to deliver."""
+        return int(self.s.next_msn)
+
+    @property
+    def ooo_count(self) -> int:
+        """Packets accepted above ``cum`` since it last advanced."""
+        return int(self.s.ooo_count)
+
+    @property
+    def held(self) -> int:
+        """Bytes of delivered messages the application has not read yet."""
+        return int(self.s.held)
+
+    @property
+    def ack_deadline(self) -> float:
+        """When a delayed SACK is due (inf: none)."""
+        return float(self.s.ack_deadline)
+
+    @property
+    def ooo(self) -> set[int]:
+        """The PSNs above ``cum`` that arrived (a copy, for tests and reports)."""
+        s, cum = self.s, int(self.s.cum)
+        mask = int(s.ooo_mask)
+        return {p for p in range(cum, cum + int(s.reorder_window)) if s.ooo[p & mask]}
 
     @property
     def rwnd(self) -> int:
         """Window to advertise, bytes."""
-        return max(0, self.cfg.rcvbuf - self.held)
+        return max(0, self.cfg.rcvbuf - int(self.s.held))
 
+    # -- data packets ---------------------------------------------------------------------
     def on_data(
         self,
         flags: int,
@@ -145,77 +168,161 @@ class Receiver:
     ) -> Verdict:
         """Place one data packet, given as its header's fields (``flags`` as an int), its
         payload, which is copied to its place, the EV it arrived on and its CE mark; say
-        whether to SACK now. Fields, not a ``DataHeader``: the endpoint reads them out of
-        a receive burst without building one per packet, in the order of a data record
-        (wire/records.py)."""
-        psn = expand(psn32, self.cum)
-        if psn < self.cum or psn in self.ooo:
-            self.counters.dup_packets += 1
-            self._note(ev, ts, flags)
-            return Verdict.SACK
-        if psn >= self.cum + self.cfg.reorder_window:
+        whether to SACK now: ``place_run`` of a run of one."""
+        rec: RxRec = (
+            RX_DATA, self.conn, b"", flags, psn32, msn32, msg_offset, msg_len, ts, 0,
+            len(payload), ev, 1 if ce else 0,
+        )  # fmt: skip
+        placed = self.counters.data_received
+        if self._c:
+            buf, recs = self._one.put(rec, payload)
+            self.place_run(buf, recs, [rec], 0, 1, now)
+        else:
+            self.place_run(payload, [rec], [rec], 0, 1, now)
+        self.take_packets()  # the connection counted it as it arrived
+        sacks = self.take_sacks()  # the caller queues this one SACK
+        if self.why == rxplace.OUT_OF_WINDOW:
             self.counters.psn_out_of_window += 1
             return Verdict.NACK
-        n = len(payload)
-        index = self._segment_index(msg_offset, msg_len, n)
-        msg = None if index is None else self._message(msn32, msg_len)
-        if msg is None or index is None:
-            return Verdict.DROP
-        if msg.placed[index]:
-            self.counters.dup_segment += 1
-            return Verdict.DROP
-        msg.view[msg_offset : msg_offset + n] = payload
-        msg.placed[index] = 1
-        msg.missing -= 1
-        self.counters.data_received += 1
-        self.counters.bytes_received += n
-        if ce:
-            self.counters.ce_received += 1
-        gap = self._mark(psn)
-        if not msg.missing:
-            self._complete(expand(msn32, self.next_msn), msg, now)
-        self._since_sack += n
-        self._note(ev, ts, flags)
-        if ce or gap or flags & ACK_REQ or self._since_sack >= self.cfg.sack_every_bytes:
+        if self.why == rxplace.CE or sacks:
             return Verdict.SACK
-        if self.ack_deadline == math.inf:
-            self.ack_deadline = now + self.cfg.ack_delay
-        return Verdict.DELAY
+        return Verdict.DELAY if self.counters.data_received > placed else Verdict.DROP
+
+    def place_run(
+        self, buf: Any, recs: Any, py_recs: Sequence[RxRec], start: int, stop: int, now: float
+    ) -> int:
+        """Place records ``start:stop`` of a burst (``recs`` and ``buf`` as the placement
+        takes them; ``py_recs`` the same records as tuples) up to the first it cannot take
+        whole; that index, ``why`` saying why (rxplace.py). New messages get their
+        buffers here; delivered messages become events."""
+        i = start
+        while True:
+            i = int(self._place(self._st, buf, recs, i, stop, self.conn, now))
+            why, sacks, delivered, opened, *counts = self._st.take()
+            self._sacks += sacks
+            if opened:
+                for slot, msg_buf in self._st.opened_buffers(opened):
+                    self._bufs[slot] = msg_buf
+            if delivered:
+                self._deliver(delivered, now)
+            self._count(counts)
+            if why == rxplace.FULL:
+                continue
+            if why != rxplace.NEW_MESSAGE:
+                self.why = why
+                return i
+            if not self._open(py_recs[i]):
+                self._packets += 1  # dropped, counted: the run goes on after it
+                i += 1
+
+    def place_records(
+        self,
+        recs: list[RxRec],
+        view: memoryview,
+        c_burst: tuple[object, object] | None,
+        start: int,
+        stop: int,
+        now: float,
+    ) -> int:
+        """``place_run`` of records ``start:stop`` of a burst: its C buffer and records
+        (``c_burst``) for the C placement, else the tuples (packed into C records first
+        when the placement is C and the IO layer decoded in Python)."""
+        if not self._c:
+            return self.place_run(view, recs, recs, start, stop, now)
+        if c_burst is None:
+            c_burst = self._one.pack(recs, view, start, stop)
+        return self.place_run(c_burst[0], c_burst[1], recs, start, stop, now)
+
+    def _open(self, rec: RxRec) -> bool:
+        """A buffer in the table for the message of data record ``rec``, unless the
+        packet does not fit the segment grid (dropped and counted, as ``on_data`` did
+        before allocating)."""
+        _, _, _, _, _, msn32, off, msg_len, _, _, n, _, _ = rec
+        if not self._fits(off, msg_len, n):
+            return False
+        msn = expand(msn32, int(self.s.next_msn))
+        slot = msn & self._msg_mask
+        buf = self._buffer(msg_len)
+        self._bufs[slot] = buf
+        self._st.open_message(slot, msn, buf, max(1, -(-msg_len // self.seg_size)))
+        return True
+
+    def _fits(self, off: int, msg_len: int, n: int) -> bool:
+        """Whether a payload of ``n`` bytes at ``off`` fits the segment grid of a message
+        of ``msg_len`` bytes (counted if not): rxplace.py ``segment_index``."""
+        end = off + n
+        if n > self.cfg.mss or end > msg_len or msg_len > self.cfg.max_message:
+            self.counters.inconsistent_header += 1
+            return False
+        if msg_len == 0:
+            return True
+        seg = self.seg_size
+        if off % seg or not (n == seg or (0 < n < seg and end == msg_len)):
+            self.counters.bad_segment += 1
+            return False
+        return True
+
+    def _deliver(self, n: int, now: float) -> None:
+        """The ``n`` messages the placement delivered, in order, become events."""
+        s = self.s
+        for k in range(n):
+            slot = int(s.delivered[k])
+            msn = int(s.msgs[slot].msn)
+            buf = self._bufs[slot]
+            assert buf is not None
+            self._bufs[slot] = None
+            self._st.close_message(slot)
+            self._emit(events.MessageReceived(now, self.conn, msn, buf))
+
+    def _count(self, counts: list[int]) -> None:
+        """The placement's counts (struct mrc_rx_counts' order) into the counters."""
+        packets, data, nbytes, ce, dup, inconsistent, bad, msn_out, dup_seg, messages = counts
+        self._packets += packets
+        if not packets:
+            return
+        c = self.counters
+        c.data_received += data
+        c.bytes_received += nbytes
+        c.ce_received += ce
+        c.dup_packets += dup
+        c.messages_received += messages
+        if inconsistent or bad or msn_out or dup_seg:
+            c.inconsistent_header += inconsistent
+            c.bad_segment += bad
+            c.msn_out_of_window += msn_out
+            c.dup_segment += dup_seg
+
+    def take_packets(self) -> int:
+        """Data packets the placement took since the last call (the connection counts
+        them as arrived)."""
+        n, self._packets = self._packets, 0
+        return n
+
+    def take_sacks(self) -> int:
+        """Data packets since the last call that made a SACK due (not those with CE)."""
+        n, self._sacks = self._sacks, 0
+        return n
 
     def on_trimmed(self, psn32: int) -> Verdict:
         """A stub of a data packet a switch trimmed (its payload cut, its DSCP set to a
         trimmed class): NACK it unless its PSN is here already or outside the window,
         so the sender resends it within about one RTT instead of finding the loss from
         SACK gaps or a timeout (docs/protocol.md, "Trimmed data packets")."""
-        psn = expand(psn32, self.cum)
-        if psn < self.cum or psn in self.ooo or psn >= self.cum + self.cfg.reorder_window:
+        s = self.s
+        cum = int(s.cum)
+        psn = expand(psn32, cum)
+        if psn < cum or psn >= cum + self.cfg.reorder_window or s.ooo[psn & int(s.ooo_mask)]:
             self.counters.trimmed_ignored += 1
             return Verdict.DROP
         self.counters.trimmed_received += 1
         return Verdict.NACK
 
-    def _message(self, msn32: int, msg_len: int) -> InMessage | None:
-        msn = expand(msn32, self.next_msn)
-        if not self.next_msn <= msn < self.next_msn + self.cfg.msn_window or msn in self.done:
-            self.counters.msn_out_of_window += 1
-            return None
-        msg = self.inbox.get(msn)
-        if msg is None:
-            segs = max(1, -(-msg_len // self.seg_size))
-            msg = self.inbox[msn] = InMessage(self._buffer(msg_len), segs)
-        elif len(msg.buf) != msg_len:
-            self.counters.inconsistent_header += 1
-            return None
-        return msg
-
     def _buffer(self, n: int) -> bytearray:
         """A buffer for a message of n bytes: a recycled one of that size, else a new one.
         A recycled buffer keeps its old bytes, which is safe: a message is complete only
         when its segments, which tile it, have all been placed."""
-        spare = self._spare
-        if spare and len(spare[-1]) == n:
-            return spare.pop()
-        return bytearray(n)
+        buf = self._st.pop_spare(n)
+        return bytearray(n) if buf is None else buf
 
     def recycle(self, buf: bytearray) -> None:
         """The application is done with a delivered message's buffer: reuse it for a later
@@ -223,92 +330,41 @@ class Receiver:
         receiver's CPU). Keeps a few, the most recent first."""
         if type(buf) is not bytearray:  # the core writes into it later: fail here, now
             raise TypeError(f"recycle takes a bytearray, not {type(buf).__name__}")
-        if len(self._spare) < SPARE_BUFFERS:
-            self._spare.append(buf)
-
-    def _segment_index(self, msg_offset: int, msg_len: int, n: int) -> int | None:
-        """The segment this payload fills, or None (counted) if it does not fit the grid."""
-        end = msg_offset + n
-        if n > self.cfg.mss or end > msg_len or msg_len > self.cfg.max_message:
-            self.counters.inconsistent_header += 1
-            return None
-        if msg_len == 0:
-            return 0  # the one empty segment of an empty message
-        seg = self.seg_size
-        index, rem = divmod(msg_offset, seg)
-        full = n == seg  # every segment but the last
-        last = 0 < n < seg and end == msg_len
-        if rem or not (full or last):
-            self.counters.bad_segment += 1
-            return None
-        return index
-
-    def _mark(self, psn: int) -> bool:
-        """Record ``psn``; True if it opened a gap."""
-        gap = psn > self.highest + 1
-        self.highest = max(self.highest, psn)
-        if psn != self.cum:
-            self.ooo.add(psn)
-            self.ooo_count += 1
-            return gap
-        self.cum += 1
-        while self.cum in self.ooo:
-            self.ooo.discard(self.cum)
-            self.cum += 1
-        self.ooo_count = 0
-        return gap
-
-    def _complete(self, msn: int, msg: InMessage, now: float) -> None:
-        del self.inbox[msn]
-        self.done[msn] = msg
-        while self.next_msn in self.done:
-            m = self.done.pop(self.next_msn)
-            m.view.release()
-            self.held += len(m.buf)
-            self.counters.messages_received += 1
-            self._emit(events.MessageReceived(now, self.conn, self.next_msn, m.buf))
-            self.next_msn += 1
-
-    def _note(self, ev: int, ts: int, bits: int) -> None:
-        t = self.trigger  # updated in place: one per packet
-        t.ev, t.ts, t.has_ts = ev, ts, bool(bits & TS)
+        self._st.push_spare(buf)  # the placement's stack: it opens messages with them
 
     def consumed(self, n: int) -> bool:
         """The application read a message of ``n`` bytes; True if a window update is due."""
-        self.held -= n
+        self.s.held -= n
         return self.rwnd - self.advertised >= max(self.cfg.rcvbuf // 4, self.cfg.mss)
 
     def owe_sack(self) -> None:
         """A SACK is owed, to be built when it is sent: the delayed-ACK timer has
         nothing left to do until then (a deadline left in the past would fire again)."""
-        self.ack_deadline = math.inf
+        self.s.ack_deadline = math.inf
 
     def sack(self, ce: bool = False) -> frames.SackHeader:
         """A SACK of the current state reflecting the last trigger."""
-        base = max(self.cum, self.highest - (SACK_BITMAP_BITS - 1))
+        s = self.s
+        cum, highest = int(s.cum), int(s.highest)
+        base = max(cum, highest - (SACK_BITMAP_BITS - 1))
         bitmap = 0
-        ooo = self.ooo
-        if len(ooo) < SACK_BITMAP_BITS:  # usually a few PSNs: walk them, not 64 bits
-            for psn in ooo:
-                if 0 <= psn - base < SACK_BITMAP_BITS:
-                    bitmap |= 1 << (psn - base)
-        else:
-            for i in range(SACK_BITMAP_BITS):
-                if base + i in ooo:
+        if highest >= cum:  # highest arrived above cum: the out-of-order set is not empty
+            ooo, mask = s.ooo, int(s.ooo_mask)
+            for i in range(highest - base + 1):
+                if ooo[(base + i) & mask]:
                     bitmap |= 1 << i
-        t = self.trigger
-        bits = (TS if t.has_ts else 0) | (ECN_ECHO if ce else 0)
-        self._since_sack = 0
-        self.ack_deadline = math.inf
+        bits = (TS if int(s.trig_has_ts) else 0) | (ECN_ECHO if ce else 0)
+        s.since_sack = 0
+        s.ack_deadline = math.inf
         self.advertised = self.rwnd
         return _new_sack_header(
             self.commons.get(Opcode.SACK, bits),
-            self.cum & MASK32,
+            cum & MASK32,
             base & MASK32,
             bitmap,
-            t.ev,
-            t.ts,
-            min(self.ooo_count, 0xFFFF),
+            int(s.trig_ev),
+            int(s.trig_ts),
+            min(int(s.ooo_count), 0xFFFF),
             0,
             self.advertised,
         )

@@ -33,6 +33,12 @@ class BurstDecoder(Protocol):
         """The ``RxMeta`` of datagram i of the last burst decoded."""
         ...
 
+    @property
+    def c_burst(self) -> tuple[object, object] | None:
+        """The burst's C buffer and C records, for the core's C placement (None: the
+        records are only tuples)."""
+        ...
+
 
 def _check_buffer(buf: bytearray, max_pkts: int, slot_size: int) -> None:
     if max_pkts <= 0 or slot_size <= 0 or max_pkts * slot_size > len(buf):
@@ -55,6 +61,10 @@ class PyBurstDecoder:
 
     def meta(self, i: int) -> RxMeta:
         return self._metas[i]
+
+    @property
+    def c_burst(self) -> None:
+        return None
 
     def _record(self, off: int, meta: RxMeta) -> RxRec:
         n, truncated, tclass, sport, flow, src, dst = meta
@@ -92,8 +102,8 @@ class CBurstDecoder:
         self.c_buf: Any = _ffi.from_buffer(buf, require_writable=True)
         self.c_metas: Any = _ffi.new("struct mrc_rx_meta[]", max_pkts)
         self._meta_view = memoryview(_ffi.buffer(self.c_metas))
-        self._recs = _ffi.new("struct mrc_rx_rec[]", max_pkts)
-        self._rec_view = memoryview(_ffi.buffer(self._recs))
+        self.c_recs: Any = _ffi.new("struct mrc_rx_rec[]", max_pkts)
+        self._rec_view = memoryview(_ffi.buffer(self.c_recs))
         self._count = 0
 
     def records(self, metas: Sequence[RxMeta]) -> list[RxRec]:
@@ -106,9 +116,14 @@ class CBurstDecoder:
     def decode(self, count: int) -> list[RxRec]:
         """The records of the first ``count`` datagrams, as ``c_metas`` describes them."""
         self._count = _lib.mrc_decode_rx_burst(
-            self.c_buf, self.slot_size, self.c_metas, count, self._recs
+            self.c_buf, self.slot_size, self.c_metas, count, self.c_recs
         )
         return list(RX_REC.iter_unpack(self._rec_view[: count * RX_REC.size]))
+
+    @property
+    def c_burst(self) -> tuple[object, object]:
+        """The burst's C buffer and C records (the core's C placement reads them)."""
+        return self.c_buf, self.c_recs
 
     def metas(self, count: int) -> list[RxMeta]:
         """The first ``count`` entries of ``c_metas``."""

@@ -1,0 +1,148 @@
+"""The receiver's placement in C (csrc/mrc_rx.c): the state as a cffi struct mrc_rx_state,
+read and written through the same names as rxplace.py's ``RxState``, and ``place`` over
+a burst's C records. Not compiled by mypyc: it is the C side of the twin."""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from mrc_transport import backend
+from mrc_transport.wire.records import RX_REC, RxRec
+
+from .rxplace import MAX_DELIVERED, MSG_FREE, SPARES, ring_size
+
+_TAKE = struct.Struct("=14Q")  # why, sacks, n_delivered, n_opened, struct mrc_rx_counts
+_ZEROS = bytes(_TAKE.size)
+C_BUFFERS = 256  # buffers whose C views push_spare keeps (ours)
+
+if backend.FASTPATH:
+    from mrc_transport._fastpath import ffi as _ffi
+    from mrc_transport._fastpath import lib as _lib
+
+    assert _lib.MRC_RX_MAX_DELIVERED == MAX_DELIVERED
+    assert _lib.MRC_RX_SPARES == SPARES
+
+
+class CRxState:
+    """struct mrc_rx_state, its arrays, and the buffers its messages point into (kept
+    alive here while the C side holds their addresses)."""
+
+    def __init__(
+        self, seg_size: int, mss: int, max_message: int, reorder_window: int,
+        msn_window: int, sack_every_bytes: int, ack_delay: float, initial_psn: int,
+    ) -> None:  # fmt: skip
+        if not backend.FASTPATH:
+            raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
+        c = _ffi.new("struct mrc_rx_state *")
+        ooo = _ffi.new("uint8_t[]", ring_size(reorder_window))
+        msgs = _ffi.new("struct mrc_rx_msg[]", ring_size(msn_window))
+        keep: dict[str, Any] = {"ooo": ooo, "msgs": msgs, "bufs": {}}
+        object.__setattr__(self, "c", c)
+        object.__setattr__(self, "_keep", keep)
+        c.seg_size, c.mss, c.max_message = seg_size, mss, max_message
+        c.reorder_window, c.msn_window = reorder_window, msn_window
+        c.sack_every_bytes, c.ack_delay = sack_every_bytes, ack_delay
+        c.ooo_mask, c.msg_mask = len(ooo) - 1, len(msgs) - 1
+        c.ooo, c.msgs = ooo, msgs
+        c.cum, c.highest, c.next_msn = initial_psn, initial_psn - 1, 0
+        c.ack_deadline = math.inf
+        take = _ffi.buffer(_ffi.addressof(c[0], "why"), _TAKE.size)
+        object.__setattr__(self, "_take", memoryview(take))
+        object.__setattr__(self, "_placed", [None] * len(msgs))
+        object.__setattr__(self, "_spares", [])  # (bytearray, C buffer, flags) per spare
+        object.__setattr__(self, "_c_bufs", {})  # id(buffer) -> (buffer, C buffer, flags)
+        object.__setattr__(self, "_seg", seg_size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.c, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.c, name, value)
+
+    def take(self) -> tuple[int, ...]:
+        """``RxState.take``: one read of the struct's outputs and one write of zeros."""
+        out = _TAKE.unpack_from(self._take)
+        self._take[:] = _ZEROS
+        return out
+
+    def open_message(self, slot: int, msn: int, buf: bytearray, segs: int) -> None:
+        """Put message ``msn`` (its buffer, ``segs`` segments) in table slot ``slot``;
+        the slot's flags array is kept for the next message that fits in it."""
+        c_buf = _ffi.from_buffer(buf, require_writable=True)
+        placed = self._placed[slot]
+        if placed is None or len(placed) < segs:
+            placed = self._placed[slot] = _ffi.new("uint8_t[]", segs)
+        self._keep["bufs"][slot] = c_buf
+        _lib.mrc_rx_open(self.c, slot, msn, c_buf, len(buf), placed, segs)
+
+    def push_spare(self, buf: bytearray) -> None:
+        """A recycled buffer on top of the spares (at most MRC_RX_SPARES). Its C buffer
+        and flags are made once per buffer: an application recycles the same few."""
+        known = self._c_bufs.get(id(buf))
+        if known is None or known[0] is not buf:
+            if len(self._c_bufs) >= C_BUFFERS:
+                self._c_bufs.clear()  # buffers come and go: start over
+            segs = max(1, -(-len(buf) // self._seg))
+            c_buf = _ffi.from_buffer(buf, require_writable=True)
+            known = self._c_bufs[id(buf)] = (buf, c_buf, _ffi.new("uint8_t[]", segs))
+        if _lib.mrc_rx_push_spare(self.c, known[1], known[2], len(buf)):
+            self._spares.append(known)
+
+    def pop_spare(self, n: int) -> bytearray | None:
+        """The top spare if it is ``n`` bytes long (taken), else None."""
+        if not self._spares or len(self._spares[-1][0]) != n:
+            return None
+        self.c.n_spares -= 1
+        buf: bytearray = self._spares.pop()[0]
+        return buf
+
+    def opened_buffers(self, n: int) -> list[tuple[int, bytearray]]:
+        """The slots and buffers of the ``n`` messages the latest calls opened with
+        spares, in order (the C side took them off the top of the stack)."""
+        out = []
+        for k in range(n):
+            buf, c_buf, placed = self._spares.pop()
+            slot = int(self.c.opened[k])
+            # the flags are the buffer's (push_spare), not the slot's: a message the core
+            # opens in this slot later must not share them with this buffer's next one
+            self._keep["bufs"][slot] = (c_buf, placed)
+            out.append((slot, buf))
+        return out
+
+    def close_message(self, slot: int) -> None:
+        """Free slot ``slot`` (its message delivered), letting go of its buffer."""
+        self.c.msgs[slot].state = MSG_FREE
+        self._keep["bufs"].pop(slot, None)
+
+
+def place(st: CRxState, buf: Any, recs: Any, start: int, stop: int, conn: int, now: float) -> int:
+    """``rxplace.place`` in C: ``recs`` is a C array of struct mrc_rx_rec, ``buf`` the
+    burst's C buffer."""
+    return int(_lib.mrc_rx_place(st.c, buf, recs, start, stop, conn, now))
+
+
+class OneRecord:
+    """One data packet as a C record and its payload as a C buffer: ``place`` of a single
+    packet (the core's per-packet path)."""
+
+    def __init__(self) -> None:
+        self.recs = _ffi.new("struct mrc_rx_rec[]", 1)
+        self._view = memoryview(_ffi.buffer(self.recs))
+
+    def put(self, rec: RxRec, payload: Any) -> tuple[Any, Any]:
+        """The C buffer of ``payload`` and the record (its payload at offset 0)."""
+        RX_REC.pack_into(self._view, 0, *rec)
+        return _ffi.from_buffer(payload), self.recs
+
+    def pack(self, recs: Sequence[RxRec], buf: Any, start: int, stop: int) -> tuple[Any, Any]:
+        """Records ``start:stop`` as C records at the same indexes, and ``buf`` as a C
+        buffer: a burst the IO layer decoded in Python, for the C placement."""
+        if len(self.recs) < stop:
+            self.recs = _ffi.new("struct mrc_rx_rec[]", stop)
+            self._view = memoryview(_ffi.buffer(self.recs))
+        for i in range(start, stop):
+            RX_REC.pack_into(self._view, i * RX_REC.size, *recs[i])
+        return _ffi.from_buffer(buf), self.recs
