@@ -477,7 +477,10 @@ class Connection:
         if taken:
             self.counters.packets_received += taken
             self._arrived_from(recs, start, i)
-        self._owe_sacks(receiver.take_sacks())
+        sacks = receiver.take_sacks()
+        if sacks:  # the first as a packet of its own; the rest only supersede it
+            self._queue_sack(now)
+            self.counters.sacks_superseded += sacks - 1
         why = receiver.why
         if why == rxplace.CE:  # the packet before i came with CE: its SACK echoes it now
             self._queue_sack(now, True)
@@ -498,19 +501,6 @@ class Connection:
             if plane is not None:
                 self._reply_plane = plane
                 return
-
-    def _owe_sacks(self, n: int) -> None:
-        """``_queue_sack`` of ``n`` packets that each made a SACK due (none with CE)."""
-        if n <= 0:
-            return
-        self.counters.sacks_superseded += n - 1
-        if self._sack_owed:
-            self.counters.sacks_superseded += 1
-        else:
-            self.counters.sacks_sent += 1
-        self._sack_owed = True
-        if self.receiver is not None:
-            self.receiver.owe_sack()
 
     def _data(
         self,
