@@ -44,7 +44,6 @@ from .counters import ConnCounters
 from .serial import MASK32, expand
 
 SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
-SPARE_BUFFERS: Final = rxplace.SPARES  # recycled message buffers a receiver keeps (ours)
 Payload = bytes | bytearray | memoryview
 """A data packet's payload: copied into its message's buffer, never kept."""
 _new_sack_header: Final = fast_constructor(
@@ -116,19 +115,9 @@ class Receiver:
         return int(self.s.cum)
 
     @property
-    def highest(self) -> int:
-        """The highest PSN that arrived (``cum - 1`` if none above ``cum``)."""
-        return int(self.s.highest)
-
-    @property
     def next_msn(self) -> int:
         """The next message to deliver."""
         return int(self.s.next_msn)
-
-    @property
-    def ooo_count(self) -> int:
-        """Packets accepted above ``cum`` since it last advanced."""
-        return int(self.s.ooo_count)
 
     @property
     def held(self) -> int:
@@ -249,18 +238,14 @@ class Receiver:
 
     def _fits(self, off: int, msg_len: int, n: int) -> bool:
         """Whether a payload of ``n`` bytes at ``off`` fits the segment grid of a message
-        of ``msg_len`` bytes (counted if not): rxplace.py ``segment_index``."""
-        end = off + n
-        if n > self.cfg.mss or end > msg_len or msg_len > self.cfg.max_message:
+        of ``msg_len`` bytes (rxplace.py ``grid_index``), counted if not."""
+        cfg = self.cfg
+        index = rxplace.grid_index(self.seg_size, cfg.mss, cfg.max_message, off, msg_len, n)
+        if index == rxplace.BAD_HEADER:
             self.counters.inconsistent_header += 1
-            return False
-        if msg_len == 0:
-            return True
-        seg = self.seg_size
-        if off % seg or not (n == seg or (0 < n < seg and end == msg_len)):
+        elif index == rxplace.BAD_SEGMENT:
             self.counters.bad_segment += 1
-            return False
-        return True
+        return index >= 0
 
     def _deliver(self, n: int, now: float) -> None:
         """The ``n`` messages the placement delivered, in order, become events."""

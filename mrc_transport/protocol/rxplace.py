@@ -148,21 +148,37 @@ def _note(st: RxState, flags: int, ts: int, ev: int) -> None:
     st.trig_ev, st.trig_ts, st.trig_has_ts = ev, ts, 1 if flags & TS_FLAG else 0
 
 
-def segment_index(st: RxState, off: int, msg_len: int, n: int) -> int:
-    """Receiver.on_data's segment test: the segment the payload fills, or -1 (counted)."""
+BAD_HEADER, BAD_SEGMENT = -1, -2
+"""``grid_index``'s refusals: lengths that contradict each other or a limit, a payload off
+the message's segment grid."""
+
+
+def grid_index(
+    seg_size: int, mss: int, max_message: int, off: int, msg_len: int, n: int
+) -> int:  # fmt: skip
+    """The segment a payload of ``n`` bytes at ``off`` fills in a message of ``msg_len``
+    bytes cut every ``seg_size`` bytes (protocol/receiver.py: every segment but the last
+    is full, the last ends the message), else BAD_HEADER or BAD_SEGMENT."""
     end = off + n
-    if n > st.mss or end > msg_len or msg_len > st.max_message:
-        st.counts.inconsistent_header += 1
-        return -1
+    if n > mss or end > msg_len or msg_len > max_message:
+        return BAD_HEADER
     if msg_len == 0:
         return 0
-    seg = st.seg_size
-    full = n == seg
-    last = 0 < n < seg and end == msg_len
-    if off % seg or not (full or last):
+    full = n == seg_size
+    last = 0 < n < seg_size and end == msg_len
+    if off % seg_size or not (full or last):
+        return BAD_SEGMENT
+    return off // seg_size
+
+
+def segment_index(st: RxState, off: int, msg_len: int, n: int) -> int:
+    """``grid_index`` for ``st``'s connection, a refusal counted: the index, or -1."""
+    index = grid_index(st.seg_size, st.mss, st.max_message, off, msg_len, n)
+    if index == BAD_HEADER:
+        st.counts.inconsistent_header += 1
+    elif index == BAD_SEGMENT:
         st.counts.bad_segment += 1
-        return -1
-    return off // seg
+    return max(index, -1)
 
 
 def _mark(st: RxState, psn: int) -> bool:

@@ -102,14 +102,6 @@ def _c_records(recs: list[RxRec]) -> Any:
     return arr
 
 
-def _fits(off: int, msg_len: int, n: int) -> bool:
-    """receiver.py ``_fits`` for this test's configuration."""
-    end = off + n
-    if n > SEG or end > msg_len:
-        return False
-    return msg_len == 0 or (off % SEG == 0 and (n == SEG or (0 < n < SEG and end == msg_len)))
-
-
 def _drive(
     st_: Any, place: Any, buf: Any, recs: Any, py_recs: list[RxRec], bufs: dict[int, bytearray]
 ) -> list[Any]:
@@ -133,7 +125,7 @@ def _drive(
             st_.push_spare(msg_buf)
         if why == rxplace.NEW_MESSAGE:
             _, _, _, _, _, msn32, off, msg_len, _, _, size, _, _ = py_recs[i]
-            if not _fits(off, msg_len, size):
+            if rxplace.grid_index(SEG, SEG, 1 << 31, off, msg_len, size) < 0:
                 log.append(("dropped", i))
                 i += 1
                 continue
