@@ -36,31 +36,29 @@ class CRxState:
     ) -> None:  # fmt: skip
         if not backend.FASTPATH:
             raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
-        c = _ffi.new("struct mrc_rx_state *")
-        ooo = _ffi.new("uint8_t[]", ring_size(reorder_window))
-        msgs = _ffi.new("struct mrc_rx_msg[]", ring_size(msn_window))
-        keep: dict[str, Any] = {"ooo": ooo, "msgs": msgs, "bufs": {}}
-        object.__setattr__(self, "c", c)
-        object.__setattr__(self, "_keep", keep)
+        self.c = c = _ffi.new("struct mrc_rx_state *")
+        self._ooo = _ffi.new("uint8_t[]", ring_size(reorder_window))
+        self._msgs = _ffi.new("struct mrc_rx_msg[]", ring_size(msn_window))
         c.seg_size, c.mss, c.max_message = seg_size, mss, max_message
         c.reorder_window, c.msn_window = reorder_window, msn_window
         c.sack_every_bytes, c.ack_delay = sack_every_bytes, ack_delay
-        c.ooo_mask, c.msg_mask = len(ooo) - 1, len(msgs) - 1
-        c.ooo, c.msgs = ooo, msgs
+        c.ooo_mask, c.msg_mask = len(self._ooo) - 1, len(self._msgs) - 1
+        c.ooo, c.msgs = self._ooo, self._msgs
         c.cum, c.highest, c.next_msn = initial_psn, initial_psn - 1, 0
         c.ack_deadline = math.inf
-        take = _ffi.buffer(_ffi.addressof(c[0], "why"), _TAKE.size)
-        object.__setattr__(self, "_take", memoryview(take))
-        object.__setattr__(self, "_placed", [None] * len(msgs))
-        object.__setattr__(self, "_spares", [])  # (bytearray, C buffer, flags) per spare
-        object.__setattr__(self, "_c_bufs", {})  # id(buffer) -> (buffer, C buffer, flags)
-        object.__setattr__(self, "_seg", seg_size)
+        self._take = memoryview(_ffi.buffer(_ffi.addressof(c[0], "why"), _TAKE.size))
+        self._seg = seg_size
+        self._bufs: dict[int, Any] = {}  # slot -> what its message points into
+        self._placed: list[Any] = [None] * len(self._msgs)  # each slot's own flags
+        self._spares: list[Any] = []  # (bytearray, C buffer, flags) per spare
+        self._c_bufs: dict[int, Any] = {}  # id(buffer) -> (buffer, C buffer, flags)
 
     def __getattr__(self, name: str) -> Any:
+        """The struct's fields, by the names rxplace.py ``RxState`` has (for its twin's
+        tests and the receiver's reads)."""
+        if name == "c":  # not made yet: no recursion through it
+            raise AttributeError(name)
         return getattr(self.c, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self.c, name, value)
 
     def take(self) -> tuple[int, ...]:
         """``RxState.take``: one read of the struct's outputs and one write of zeros."""
@@ -75,7 +73,7 @@ class CRxState:
         placed = self._placed[slot]
         if placed is None or len(placed) < segs:
             placed = self._placed[slot] = _ffi.new("uint8_t[]", segs)
-        self._keep["bufs"][slot] = c_buf
+        self._bufs[slot] = c_buf
         _lib.mrc_rx_open(self.c, slot, msn, c_buf, len(buf), placed, segs)
 
     def push_spare(self, buf: bytearray) -> None:
@@ -108,14 +106,14 @@ class CRxState:
             slot = int(self.c.opened[k])
             # the flags are the buffer's (push_spare), not the slot's: a message the core
             # opens in this slot later must not share them with this buffer's next one
-            self._keep["bufs"][slot] = (c_buf, placed)
+            self._bufs[slot] = (c_buf, placed)
             out.append((slot, buf))
         return out
 
     def close_message(self, slot: int) -> None:
         """Free slot ``slot`` (its message delivered), letting go of its buffer."""
         self.c.msgs[slot].state = MSG_FREE
-        self._keep["bufs"].pop(slot, None)
+        self._bufs.pop(slot, None)
 
 
 def place(st: CRxState, buf: Any, recs: Any, start: int, stop: int, conn: int, now: float) -> int:
