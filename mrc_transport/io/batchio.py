@@ -348,8 +348,7 @@ class _EncodeBuffer:
         self.max_pkts, self.max_len = max_pkts, max_len
         self.buf = bytearray(self.cap)
         self.view = memoryview(self.buf)
-        self.offsets = [0]
-        """offsets[i]:offsets[i + 1] is packet i; offsets[-1] the bytes used."""
+        self.clear()
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -360,6 +359,7 @@ class _EncodeBuffer:
 
     def clear(self) -> None:
         self.offsets = [0]
+        """offsets[i]:offsets[i + 1] is packet i; offsets[-1] the bytes used."""
 
     def packet(self, i: int) -> bytes:
         return bytes(self.view[self.offsets[i] : self.offsets[i + 1]])
@@ -576,14 +576,11 @@ class CBurstEncoder(_EncodeBuffer):
         self._ev_templates: dict[int, tuple[Ev, Any]] = {}  # what keeps both alive
 
     @property
-    def offsets(self) -> list[int]:
+    def offsets(self) -> list[int]:  # type: ignore[override]
         """offsets[i]:offsets[i + 1] is packet i (a copy of the C array)."""
         return list(_ffi.unpack(self._ends, self._count + 1))
 
-    @offsets.setter
-    def offsets(self, value: list[int]) -> None:
-        if value != [0]:
-            raise ValueError("a CBurstEncoder's offsets only start over (clear)")
+    def clear(self) -> None:
         self._count = 0  # _ends[0] is always 0
 
     def __len__(self) -> int:
