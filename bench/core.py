@@ -41,7 +41,7 @@ from ipaddress import IPv6Address
 
 from mrc_transport.io import batchio
 from mrc_transport.io.endpoint import decode_one, hand_over, io_config
-from mrc_transport.perf.session import POOL_SIZE
+from mrc_transport.perf.session import MessagePool
 from mrc_transport.protocol import COMPILED, Config, Endpoint, events
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, Outgoing
@@ -269,19 +269,14 @@ def run(link: Link, nbytes: int, how: Setup) -> Result:
 
 
 def _messages(nbytes: int, size: int | None) -> list[memoryview]:
-    """The transfer's messages, cut in turn from a pool of written bytes as ``mrc perf``
-    cuts them (perf/session.py ``MessagePool``). Not views of ``bytes(nbytes)``: its pages
-    are mapped at the first read, a fault per 4 KB that no live sender pays, which put the
-    sender's C codec mode at ~2 us a packet more than its encoding costs."""
+    """The transfer's messages as ``mrc perf`` sends them (perf/session.py
+    ``MessagePool``: a kind byte and a body, cut in turn from a pool of written bytes).
+    Not views of ``bytes(nbytes)``: its pages are mapped at the first read, a fault per
+    4 KB that no live sender pays, which put the sender's C codec mode at ~2 us a packet
+    more than its encoding costs."""
     size = size or nbytes
-    count = -(-nbytes // size)
-    slots = max(1, min(count, POOL_SIZE // size))
-    pool = memoryview(bytearray(random.Random(3).randbytes(slots * size)))
-    out = []
-    for k in range(count):
-        start = (k % slots) * size
-        out.append(pool[start : start + min(size, nbytes - k * size)])
-    return out
+    pool = MessagePool(size)
+    return [pool.take(min(size, nbytes - off))[0] for off in range(0, nbytes, size)]
 
 
 def best(link: Link, nbytes: int, how: Setup, repeats: int) -> Result:
