@@ -1,4 +1,4 @@
-/* The receiver's placement of a burst's data packets (protocol/receiver.py, Receiver.on_data)
+/* The receiver's placement of a burst's data packets (protocol/receiver.py, Receiver.place_run)
  * in one call: what a NIC's receive path does per packet, the decisions left to the core.
  * Its pure-Python twin is protocol/rxplace.py's place(); tests/unit/test_rx_place.py runs
  * both on the same inputs and compares every field of the state they leave. */
@@ -28,7 +28,7 @@ static void note(struct mrc_rx_state *st, const struct mrc_rx_data *d)
     st->trig_has_ts = (d->flags & TS_FLAG) != 0;
 }
 
-/* Receiver._segment_index: the segment the payload fills, or -1 (counted). */
+/* rxplace.py segment_index: the segment the payload fills, or -1 (counted). */
 static int64_t segment_index(struct mrc_rx_state *st, uint64_t off, uint64_t msg_len, uint64_t n)
 {
     uint64_t end = off + n;
@@ -47,7 +47,7 @@ static int64_t segment_index(struct mrc_rx_state *st, uint64_t off, uint64_t msg
     return (int64_t)(off / seg);
 }
 
-/* Receiver._mark: record psn; 1 if it opened a gap. */
+/* rxplace.py _mark: record psn; 1 if it opened a gap. */
 static int mark(struct mrc_rx_state *st, int64_t psn)
 {
     int gap = psn > st->highest + 1;
@@ -67,7 +67,7 @@ static int mark(struct mrc_rx_state *st, int64_t psn)
     return gap;
 }
 
-/* Receiver._complete's delivery in MSN order: each message from next_msn on that is
+/* rxplace.py _deliver, delivery in MSN order: each message from next_msn on that is
  * complete leaves the table, its slot listed for the caller (events, buffers). */
 static void deliver(struct mrc_rx_state *st)
 {

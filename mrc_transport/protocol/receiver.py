@@ -162,12 +162,12 @@ class Receiver:
             RX_DATA, self.conn, b"", flags, psn32, msn32, msg_offset, msg_len, ts, 0,
             len(payload), ev, 1 if ce else 0,
         )  # fmt: skip
-        placed = self.counters.data_received
+        placed, one = self.counters.data_received, [rec]
         if self._c:
             buf, recs = self._one.put(rec, payload)
-            self.place_run(buf, recs, [rec], 0, 1, now)
+            self.place_run(buf, recs, one, 0, 1, now)
         else:
-            self.place_run(payload, [rec], [rec], 0, 1, now)
+            self.place_run(payload, one, one, 0, 1, now)
         self.take_packets()  # the connection counted it as it arrived
         sacks = self.take_sacks()  # the caller queues this one SACK
         if self.why == rxplace.OUT_OF_WINDOW:

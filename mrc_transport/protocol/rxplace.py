@@ -182,7 +182,7 @@ def segment_index(st: RxState, off: int, msg_len: int, n: int) -> int:
 
 
 def _mark(st: RxState, psn: int) -> bool:
-    """Receiver._mark: record ``psn``; True if it opened a gap."""
+    """Record ``psn``; True if it opened a gap."""
     gap = psn > st.highest + 1
     st.highest = max(st.highest, psn)
     if psn != st.cum:
