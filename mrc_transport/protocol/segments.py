@@ -132,16 +132,6 @@ class DataRun:
     def __len__(self) -> int:
         return len(self.evs)
 
-    def follows(self, psn: int, data: View, offset: int, ts: int) -> bool:
-        """Whether the packet (PSN, message, offset, timestamp) is this run's next."""
-        k = len(self.evs)
-        return (
-            data is self.data
-            and ts == self.ts
-            and offset == self.offset + k * self.seg
-            and psn & MASK32 == (self.psn + k) & MASK32
-        )
-
     def header(self, i: int) -> DataHeader:
         off = self.offset + i * self.seg
         total = self.data.nbytes
@@ -167,19 +157,6 @@ class DataRun:
 
 Outgoing = Transmit | DataRun
 """An item of a burst the core hands to the IO layer: a packet, or a run of data packets."""
-
-
-def add_new(
-    out: list[Outgoing], commons: Commons, msg: OutMessage, psn: int, offset: int, seg: int,
-    ts: int, ev: Ev,
-) -> None:  # fmt: skip
-    """Append new data packet ``psn`` (``msg``'s bytes from ``offset``, segment size
-    ``seg``) to the burst ``out``: to its last run if it follows it, else as a new run."""
-    last = out[-1] if out else None
-    if isinstance(last, DataRun) and last.follows(psn, msg.data, offset, ts):
-        last.evs.append(ev)
-    else:
-        out.append(DataRun(commons, psn, msg.msn, offset, seg, msg.data, ts, ev))
 
 
 def expand_runs(items: list[Outgoing]) -> list[Transmit]:

@@ -42,7 +42,7 @@ from .ev import Ev, EvInput, EvSet
 from .rack import Flight, Rack, SentPacket
 from .rtt import RttEstimator
 from .scheduler import Scheduler
-from .segments import DataRun, Outgoing, OutMessage, add_new, asking_ack
+from .segments import DataRun, Outgoing, OutMessage, asking_ack
 from .serial import MASK32, expand
 
 
@@ -141,7 +141,10 @@ class Sender:
         n = 0
         while n < limit:
             pkt = self._next_rtx()
-            if not (self._send_new(now, out) if pkt is None else self._resend(pkt, now, out)):
+            if pkt is None:  # none queued, and none can be while the burst is planned
+                n += self._send_new(now, out, limit - n)
+                break
+            if not self._resend(pkt, now, out):
                 break
             n += 1
         if len(out) > first:
@@ -155,37 +158,62 @@ class Sender:
     def _room(self, n: int) -> bool:
         """Whether some plane with usable EVs has window for ``n`` bytes; the others
         are left out of the next pick."""
+        full = self._full = self.cc.full(self.evs.planes, n)
+        return not full or self._room_left(full)
+
+    def _room_left(self, full: Collection[int]) -> bool:
+        """Whether a pick has a plane to go to, the planes ``full`` having no room."""
         evs = self.evs
-        full = self._full = self.cc.full(evs.planes, n)
-        if not full:
-            return True
         if evs.usable:
             return bool(evs.usable_planes(full))
         # no usable EV at all: the fallback EV goes wherever the window allows
         return len(full) < len(evs.planes)
 
-    def _send_new(self, now: float, out: list[Outgoing]) -> bool:
-        """Send the next segment of the oldest message if the windows allow."""
-        if not self.pending or self.snd_nxt - self.snd_una >= self.cfg.reorder_window:
-            return False
-        msg = self.pending[0]
-        offset = msg.next_offset
-        n = min(self.mss, msg.length - offset)
-        if self.fc_bytes + n > self.peer_rwnd or not self._room(n):
-            return False
-        pkt = SentPacket(
-            self.snd_nxt, msg, offset, n, self.scheduler.pick(self.evs, None, self._full)
-        )
-        msg.next_offset += n
-        if msg.next_offset >= msg.length:
-            self.pending.popleft()
-        self.inflight.put(pkt)
-        self._una_lens.append(n)
-        self.fc_bytes += n
-        self.snd_nxt += 1
-        self._sent(pkt, now)
-        add_new(out, self.commons, msg, pkt.psn, offset, self.mss, int(now * 1e9), pkt.ev)
-        return True
+    def _send_new(self, now: float, out: list[Outgoing], limit: int) -> int:
+        """Send at most ``limit`` new segments, oldest message first, while the windows
+        allow; returns how many. Planned per burst: the windows' headroom is read once
+        (cc/planes.py ``Headroom``), each message's packets extend one ``DataRun``, and
+        the counters and windows take the burst's sums at its end, so what stays per
+        packet is its EV and its records."""
+        pending, evs, scheduler, mss = self.pending, self.evs, self.scheduler, self.mss
+        k = min(limit, self.cfg.reorder_window - (self.snd_nxt - self.snd_una))
+        room = self.cc.headroom(evs.planes)
+        ts = int(now * 1e9)
+        run: DataRun | None = None
+        n = nbytes = 0
+        while n < k and pending:
+            msg = pending[0]
+            offset = msg.next_offset
+            size = min(mss, msg.length - offset)
+            if self.fc_bytes + size > self.peer_rwnd:
+                break
+            full = self._full = room.full(size)
+            if full and not self._room_left(full):
+                break
+            ev = scheduler.pick(evs, None, full)
+            pkt = SentPacket(self.snd_nxt, msg, offset, size, ev)
+            msg.next_offset += size
+            if run is None:
+                run = DataRun(self.commons, pkt.psn, msg.msn, offset, mss, msg.data, ts, ev)
+                out.append(run)
+            else:
+                run.evs.append(ev)
+            if msg.next_offset >= msg.length:
+                pending.popleft()
+                run = None
+            self.inflight.put(pkt)
+            self._una_lens.append(size)
+            self.fc_bytes += size
+            self.snd_nxt += 1
+            self.rack.on_sent(pkt, now)
+            room.take(ev.plane, size)
+            evs.on_sent(ev)
+            n += 1
+            nbytes += size
+        room.book()
+        self.counters.data_sent += n
+        self.counters.bytes_sent += nbytes
+        return n
 
     def _next_rtx(self) -> SentPacket | None:
         while self._rtx:

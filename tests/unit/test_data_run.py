@@ -57,7 +57,6 @@ def _run(psn: int, offset: int, seg: int, total: int, count: int, last_flags: in
     data = memoryview(bytes(random.Random(psn).randbytes(total)))
     run = DataRun(Commons(7, 9), psn, 3, offset, seg, data, 10**9 + 5, evs[0])
     for i in range(1, count):
-        assert run.follows(psn + i, data, offset + i * seg, 10**9 + 5)
         run.evs.append(evs[i % len(evs)])
     run.last_flags = last_flags
     return run
@@ -76,16 +75,6 @@ def test_a_runs_packets_are_the_messages_segments_in_order() -> None:
     assert [t.header.common.flags for t in txs] == [Flags.TS] * 3 + [Flags.TS | Flags.ACK_REQ]
     assert [(t.path, t.ev) for t in txs] == [(ev.path, ev.value) for ev in run.evs]
     assert all(t.header.common.dst_conn == 9 and t.header.common.src_conn == 7 for t in txs)
-
-
-def test_follows_only_the_next_packet_of_the_same_message_and_burst() -> None:
-    run = _run(psn=10, offset=2000, seg=1000, total=9000, count=2)
-    data = run.data
-    assert run.follows(12, data, 4000, run.ts)
-    assert not run.follows(13, data, 4000, run.ts)  # a PSN skipped
-    assert not run.follows(12, data, 5000, run.ts)  # a segment skipped
-    assert not run.follows(12, data, 4000, run.ts + 1)  # another burst
-    assert not run.follows(12, memoryview(bytes(data)), 4000, run.ts)  # another message
 
 
 def test_expand_runs_keeps_order_and_plain_packets() -> None:

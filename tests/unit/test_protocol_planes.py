@@ -6,6 +6,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mrc_transport.protocol import Config, Connection
 from mrc_transport.protocol.cc import FixedWindow, Nscc
@@ -42,6 +44,38 @@ def test_room_is_per_plane() -> None:
     w.gone(0, 1000)
     assert w.full([0, 1], 1000) == set()
     assert (w.total, w.in_flight) == (3000, {0: 3000, 1: 0})
+
+
+@given(
+    scope=st.sampled_from(["plane", "connection"]),
+    planes=st.sampled_from([[0], [0, 1], [0, 2, 3]]),
+    window=st.integers(0, 20_000),
+    before=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3000)), max_size=8),
+    burst=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3000)), max_size=20),
+)
+def test_a_bursts_headroom_answers_as_the_windows_do(
+    scope: str,
+    planes: list[int],
+    window: int,
+    before: list[tuple[int, int]],
+    burst: list[tuple[int, int]],
+) -> None:
+    """``Headroom`` (read once per burst) and ``PlaneWindows`` (asked per packet) agree
+    on which planes are full after every send of a burst, and hold the same bytes after
+    ``book``."""
+    cfg = Config(cc="fixed", fixed_window=window, mss=1000, cc_scope=scope)
+    per_packet, per_burst = PlaneWindows(cfg, planes), PlaneWindows(cfg, planes)
+    for i, n in before:
+        for w in (per_packet, per_burst):
+            w.sent(planes[i % len(planes)], n)
+    room = per_burst.headroom(planes)
+    for i, n in burst:
+        plane = planes[i % len(planes)]
+        assert room.full(n) == per_packet.full(planes, n)
+        room.take(plane, n)
+        per_packet.sent(plane, n)
+    room.book()
+    assert (per_burst.total, per_burst.in_flight) == (per_packet.total, per_packet.in_flight)
 
 
 def test_a_loss_cuts_only_its_planes_window() -> None:

@@ -42,4 +42,9 @@ class CongestionControl:
 
     def can_send(self, in_flight: int, size: int) -> bool:
         """Whether ``size`` more bytes fit in the window."""
-        return in_flight + size <= max(self.window, self.cfg.mss)
+        return size <= self.headroom(in_flight)
+
+    def headroom(self, in_flight: int) -> int:
+        """The most bytes that may go out on top of ``in_flight`` (negative: none); the
+        window is at least one MSS, so a packet always goes when nothing is in flight."""
+        return max(self.window, self.cfg.mss) - in_flight

@@ -91,6 +91,13 @@ class PlaneWindows:
                 full.add(p)
         return NONE_FULL if full is None else full
 
+    def headroom(self, planes: Sequence[int]) -> Headroom:
+        """The windows' headroom on ``planes`` for one burst (``Headroom``)."""
+        if self.per_plane:
+            cc, flight = self.cc, self.in_flight
+            return Headroom(self, planes, [cc[p].headroom(flight[p]) for p in planes])
+        return Headroom(self, planes, [self.cc[planes[0]].headroom(self.total)])
+
     def sent(self, plane: int, n: int) -> None:
         """``n`` bytes went out on ``plane``."""
         self.in_flight[plane] += n
@@ -173,6 +180,46 @@ class PlaneWindows:
     def windows(self) -> dict[int, int]:
         """Each plane's window, bytes (the same one on every plane with one window)."""
         return {p: cc.window for p, cc in self.cc.items()}
+
+
+class Headroom:
+    """The bytes each plane's window still takes, read once for a burst of new data and
+    then kept here: within a burst nothing but its own packets changes the windows (no
+    SACK is read meanwhile), so ``full`` answers ``PlaneWindows.full`` without asking
+    each plane's algorithm before every packet. ``book`` hands the burst's bytes to the
+    windows at its end (issue 20: the core works per burst, not per packet)."""
+
+    def __init__(self, windows: PlaneWindows, planes: Sequence[int], left: list[int]) -> None:
+        self._windows = windows
+        self._planes = list(planes)
+        self._left = left
+        """Per plane of ``planes``, in order (one entry: one window for all)."""
+        self._sent = [0] * len(self._planes)
+
+    def full(self, size: int) -> AbstractSet[int]:
+        """The planes without room for ``size`` more bytes (``PlaneWindows.full``)."""
+        left = self._left
+        if len(left) == 1 and len(self._planes) > 1:  # one window for the connection
+            return set(self._planes) if size > left[0] else NONE_FULL
+        full: set[int] | None = None
+        for i, p in enumerate(self._planes):
+            if size > left[i]:
+                if full is None:
+                    full = set()
+                full.add(p)
+        return NONE_FULL if full is None else full
+
+    def take(self, plane: int, size: int) -> None:
+        """``size`` bytes of the burst go out on ``plane``."""
+        i = self._planes.index(plane)
+        self._sent[i] += size
+        self._left[i if len(self._left) > 1 else 0] -= size
+
+    def book(self) -> None:
+        """Count the burst's bytes as in flight (``PlaneWindows.sent``)."""
+        for i, n in enumerate(self._sent):
+            if n:
+                self._windows.sent(self._planes[i], n)
 
 
 def _share(cfg: Config, planes: int) -> Config:
