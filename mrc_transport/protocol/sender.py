@@ -313,9 +313,9 @@ class Sender:
             self.counters.sack_beyond_sent += 1
             return
         self.counters.sacks_received += 1
-        acked: dict[int, int] = {}  # bytes newly acknowledged, per plane
-        self._ack_cumulative(cum, now, acked)
-        self._ack_bitmap(base, bitmap, now, acked)
+        self._ack_cumulative(cum, now)
+        self._ack_bitmap(base, bitmap, now)
+        acked = self.cc.take_acked()  # bytes newly acknowledged, per plane
         if cum >= self.snd_una:
             self.peer_rwnd = rwnd
         else:
@@ -323,31 +323,28 @@ class Sender:
         self._trigger(bits, ev, ts, acked, now)
         self.rack.run_by(now)  # at the next decision: the burst's later SACKs first
 
-    def _ack_cumulative(self, cum: int, now: float, acked: dict[int, int]) -> None:
+    def _ack_cumulative(self, cum: int, now: float) -> None:
         while self.snd_una < cum:
             pkt = self.inflight.pop(self.snd_una)
             if pkt is not None:
-                self._acked(pkt, now, acked)
+                self._acked(pkt, now)
             self.fc_bytes -= self._una_lens.popleft()
             self.snd_una += 1
 
-    def _ack_bitmap(self, base: int, bitmap: int, now: float, acked: dict[int, int]) -> None:
+    def _ack_bitmap(self, base: int, bitmap: int, now: float) -> None:
         while bitmap:
             low = bitmap & -bitmap
             bitmap ^= low
             psn = base + low.bit_length() - 1
             pkt = self.inflight.pop(psn) if psn >= self.snd_una else None
             if pkt is not None:
-                self._acked(pkt, now, acked)
+                self._acked(pkt, now)
 
-    def _acked(self, pkt: SentPacket, now: float, acked: dict[int, int]) -> None:
+    def _acked(self, pkt: SentPacket, now: float) -> None:
         """Book one delivered packet; its bytes count as acked on its plane."""
-        plane = pkt.ev.plane
         if pkt.lost:
             self.counters.spurious_rtx += 1
-        else:
-            self.cc.gone(plane, pkt.length)
-        acked[plane] = acked.get(plane, 0) + (pkt.length or 1)
+        self.cc.delivered(pkt.ev.plane, pkt.length, not pkt.lost)
         self.rack.on_acked(pkt, now - pkt.sent_time)
         msg = pkt.msg
         msg.acked += pkt.length

@@ -44,13 +44,19 @@ class PlaneWindows:
         else:
             one = make_cc(cfg)
             self.cc = dict.fromkeys(planes, one)
-        self.in_flight = dict.fromkeys(planes, 0)
-        """Bytes in flight per plane."""
+        self._flight = {p: _Flight() for p in planes}
+        """Bytes in flight per plane, each a counter object: compiled, its attribute is a C
+        integer, where a dict of ints boxes every update (two per packet)."""
         self.total = 0
         """Bytes in flight over all planes."""
         self._base_rtt = math.inf
         self.alpha = dict.fromkeys(planes, 0.0)
         """Per plane: moving average of the fraction of its SACKs that echoed ECN."""
+
+    @property
+    def in_flight(self) -> dict[int, int]:
+        """Bytes in flight per plane."""
+        return {p: f.bytes for p, f in self._flight.items()}
 
     @property
     def window(self) -> int:
@@ -74,7 +80,7 @@ class PlaneWindows:
     def room(self, plane: int, size: int) -> bool:
         """Whether ``size`` more bytes may go out on ``plane``."""
         if self.per_plane:
-            return self.cc[plane].can_send(self.in_flight[plane], size)
+            return self.cc[plane].can_send(self._flight[plane].bytes, size)
         return self.cc[plane].can_send(self.total, size)
 
     def full(self, planes: Sequence[int], size: int) -> AbstractSet[int]:
@@ -82,10 +88,10 @@ class PlaneWindows:
         inlined: the sender asks before every packet)."""
         if not self.per_plane:
             return set(planes) if not self.room(planes[0], size) else NONE_FULL
-        cc, flight = self.cc, self.in_flight
+        cc, flight = self.cc, self._flight
         full: set[int] | None = None  # no set built when every plane has room: the
         for p in planes:  # common case, asked before every packet
-            if not cc[p].can_send(flight[p], size):
+            if not cc[p].can_send(flight[p].bytes, size):
                 if full is None:
                     full = set()
                 full.add(p)
@@ -94,19 +100,40 @@ class PlaneWindows:
     def headroom(self, planes: Sequence[int]) -> Headroom:
         """The windows' headroom on ``planes`` for one burst (``Headroom``)."""
         if self.per_plane:
-            cc, flight = self.cc, self.in_flight
-            return Headroom(self, planes, [cc[p].headroom(flight[p]) for p in planes])
+            cc, flight = self.cc, self._flight
+            return Headroom(self, planes, [cc[p].headroom(flight[p].bytes) for p in planes])
         return Headroom(self, planes, [self.cc[planes[0]].headroom(self.total)])
 
     def sent(self, plane: int, n: int) -> None:
         """``n`` bytes went out on ``plane``."""
-        self.in_flight[plane] += n
+        self._flight[plane].bytes += n
         self.total += n
 
     def gone(self, plane: int, n: int) -> None:
         """``n`` bytes that went out on ``plane`` left the flight (acked or lost)."""
-        self.in_flight[plane] -= n
+        self._flight[plane].bytes -= n
         self.total -= n
+
+    def delivered(self, plane: int, n: int, in_flight: bool) -> None:
+        """A packet of ``n`` bytes sent on ``plane`` was acknowledged; it left the flight
+        now if ``in_flight`` (not if declared lost before). Its bytes (at least 1) count
+        for the SACK being read, until ``take_acked``."""
+        f = self._flight[plane]
+        if in_flight:
+            f.bytes -= n
+            self.total -= n
+        f.acked += n or 1
+
+    def take_acked(self) -> dict[int, int]:
+        """The bytes ``delivered`` per plane since the last call, for ``on_sack``: summed
+        in counter objects rather than in a dict per packet (compiled, a dict boxes
+        every update)."""
+        acked = {}
+        for p, f in self._flight.items():
+            if f.acked:
+                acked[p] = f.acked
+                f.acked = 0
+        return acked
 
     # -- feedback -------------------------------------------------------------------------
     def on_sack(
@@ -191,35 +218,57 @@ class Headroom:
 
     def __init__(self, windows: PlaneWindows, planes: Sequence[int], left: list[int]) -> None:
         self._windows = windows
-        self._planes = list(planes)
-        self._left = left
-        """Per plane of ``planes``, in order (one entry: one window for all)."""
-        self._sent = [0] * len(self._planes)
+        rooms = [_Room(n) for n in left]  # one: a window for the whole connection
+        self._planes = [_PlaneSent(p, rooms[i % len(rooms)]) for i, p in enumerate(planes)]
+        self._by_plane = {ps.plane: ps for ps in self._planes}
 
     def full(self, size: int) -> AbstractSet[int]:
         """The planes without room for ``size`` more bytes (``PlaneWindows.full``)."""
-        left = self._left
-        if len(left) == 1 and len(self._planes) > 1:  # one window for the connection
-            return set(self._planes) if size > left[0] else NONE_FULL
         full: set[int] | None = None
-        for i, p in enumerate(self._planes):
-            if size > left[i]:
+        for ps in self._planes:
+            if size > ps.room.left:
                 if full is None:
                     full = set()
-                full.add(p)
+                full.add(ps.plane)
         return NONE_FULL if full is None else full
 
     def take(self, plane: int, size: int) -> None:
         """``size`` bytes of the burst go out on ``plane``."""
-        i = self._planes.index(plane)
-        self._sent[i] += size
-        self._left[i if len(self._left) > 1 else 0] -= size
+        ps = self._by_plane[plane]
+        ps.sent += size
+        ps.room.left -= size
 
     def book(self) -> None:
         """Count the burst's bytes as in flight (``PlaneWindows.sent``)."""
-        for i, n in enumerate(self._sent):
-            if n:
-                self._windows.sent(self._planes[i], n)
+        for ps in self._planes:
+            if ps.sent:
+                self._windows.sent(ps.plane, ps.sent)
+
+
+class _Flight:
+    """A plane's bytes in flight, and those acknowledged by the SACK being read."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.acked = 0
+
+
+class _Room:
+    """Bytes a window still takes in a burst. Counters in objects rather than lists of
+    ints: compiled, an attribute is a C integer, where a list boxes every update."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+class _PlaneSent:
+    """A plane's bytes sent in a burst, and its window's room (shared by every plane
+    when the connection has one window)."""
+
+    def __init__(self, plane: int, room: _Room) -> None:
+        self.plane = plane
+        self.room = room
+        self.sent = 0
 
 
 def _share(cfg: Config, planes: int) -> Config:
