@@ -61,6 +61,8 @@ class Sender:
         self.next_msn = 0
         self.snd_una = self.snd_nxt = initial_psn
         self._una_lens: deque[int] = deque()
+        # bound once: compiled, a deque's method is looked up by name at every call
+        self._push_len, self._pop_len = self._una_lens.append, self._una_lens.popleft
         self.fc_bytes = 0
         self.peer_rwnd = cfg.rcvbuf
         self.inflight = Flight(cfg.reorder_window)
@@ -202,7 +204,7 @@ class Sender:
                 pending.popleft()
                 run = None
             self.inflight.put(pkt)
-            self._una_lens.append(size)
+            self._push_len(size)
             self.fc_bytes += size
             self.snd_nxt += 1
             self.rack.on_sent(pkt, now)
@@ -328,7 +330,7 @@ class Sender:
             pkt = self.inflight.pop(self.snd_una)
             if pkt is not None:
                 self._acked(pkt, now)
-            self.fc_bytes -= self._una_lens.popleft()
+            self.fc_bytes -= self._pop_len()
             self.snd_una += 1
 
     def _ack_bitmap(self, base: int, bitmap: int, now: float) -> None:
