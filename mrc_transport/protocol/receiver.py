@@ -49,6 +49,7 @@ Payload = bytes | bytearray | memoryview
 _new_sack_header: Final = fast_constructor(
     frames.SackHeader
 )  # one per SACK: without the frozen __init__
+_new_message_received: Final = fast_constructor(events.MessageReceived)  # one per message
 
 
 class Verdict(enum.Enum):
@@ -257,7 +258,7 @@ class Receiver:
             assert buf is not None
             self._bufs[slot] = None
             self._st.close_message(slot)
-            self._emit(events.MessageReceived(now, self.conn, msn, buf))
+            self._emit(_new_message_received(now, self.conn, msn, buf))
 
     def _count(self, counts: list[int]) -> None:
         """The placement's counts (struct mrc_rx_counts' order) into the counters."""

@@ -43,18 +43,26 @@ class PlaneRtt:
     """RTTs of the packets sent on one plane."""
 
     def __init__(self) -> None:
-        self.srtt: float | None = None
-        """Smoothed RTT of the plane's packets (RFC 6298 gain; None before a sample)."""
+        self._srtt = 0.0
+        self._sampled = False
         self.peak = 0.0
         """Slowly decaying maximum RTT: the deepest the plane's port queue stood lately."""
         self.delivered_sent = -math.inf
         """Send time of the latest-sent packet on this plane known delivered: the plane
         carried traffic at least until then."""
 
+    @property
+    def srtt(self) -> float | None:
+        """Smoothed RTT of the plane's packets (RFC 6298 gain; None before a sample). Kept
+        as a float and a flag: compiled, an optional float is an object, allocated at
+        every update (once per packet acknowledged)."""
+        return self._srtt if self._sampled else None
+
     def on_ack(self, rtt: float, sent: float) -> None:
         """An original transmission on this plane, sent at ``sent``, was acknowledged
         ``rtt`` after it left."""
-        self.srtt = rtt if self.srtt is None else 0.875 * self.srtt + 0.125 * rtt
+        self._srtt = 0.875 * self._srtt + 0.125 * rtt if self._sampled else rtt
+        self._sampled = True
         self.peak = _decayed_peak(self.peak, rtt)
         self.delivered_sent = max(self.delivered_sent, sent)
 

@@ -29,7 +29,9 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Collection
+from typing import Final
 
+from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import NackReason
 
@@ -44,6 +46,8 @@ from .rtt import RttEstimator
 from .scheduler import Scheduler
 from .segments import DataRun, Outgoing, OutMessage, asking_ack
 from .serial import MASK32, expand
+
+_new_message_acked: Final = fast_constructor(events.MessageAcked)  # one per message
 
 
 class Sender:
@@ -183,8 +187,8 @@ class Sender:
         ts = int(now * 1e9)
         run: DataRun | None = None
         n = nbytes = 0
-        while n < k and pending:
-            msg = pending[0]
+        msg = pending[0] if pending else None  # compiled, a deque's [0] is a generic call
+        while msg is not None and n < k:
             offset = msg.next_offset
             size = min(mss, msg.length - offset)
             if self.fc_bytes + size > self.peer_rwnd:
@@ -200,9 +204,6 @@ class Sender:
                 out.append(run)
             else:
                 run.evs.append(ev)
-            if msg.next_offset >= msg.length:
-                pending.popleft()
-                run = None
             self.inflight.put(pkt)
             self._push_len(size)
             self.fc_bytes += size
@@ -212,6 +213,10 @@ class Sender:
             evs.on_sent(ev)
             n += 1
             nbytes += size
+            if msg.next_offset >= msg.length:
+                pending.popleft()
+                run = None
+                msg = pending[0] if pending else None
         room.book()
         self.counters.data_sent += n
         self.counters.bytes_sent += nbytes
@@ -352,7 +357,7 @@ class Sender:
         msg.acked += pkt.length
         if msg.acked >= msg.length and msg.next_offset >= msg.length:
             self.counters.messages_acked += 1
-            self._emit(events.MessageAcked(now, self.conn, msg.msn, msg.length))
+            self._emit(_new_message_acked(now, self.conn, msg.msn, msg.length))
 
     def _trigger(self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float) -> None:
         """What a SACK says of the packet that triggered it, sent on EV ``ev``: its RTT

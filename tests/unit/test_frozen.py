@@ -9,6 +9,7 @@ from ipaddress import IPv6Address
 import pytest
 
 from mrc_transport.frozen import fast_constructor, slot_alike_class
+from mrc_transport.protocol.events import MessageAcked, PathRetired
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, SackHeader
 from srv6.path import SrPath
@@ -24,6 +25,8 @@ PATH = SrPath(0, ("t0",), A, B, B, (B,), "p0")
         (DataHeader, (COMMON, 1, 2, 3, 4, 5)),
         (SackHeader, (COMMON, 1, 1, 0xFF, 7, 9, 2, 0, 1 << 20)),
         (Transmit, (PATH, 7, DataHeader(COMMON, 1, 2, 3, 4, 5), b"x", 26)),
+        (MessageAcked, (1.5, 3, 7, 131072)),  # subclasses: built through slot setters
+        (PathRetired, (1.5, 3, 0x8000_0001, 2, "loss")),
     ],
 )
 def test_a_built_object_is_the_frozen_dataclass_itself(
