@@ -750,11 +750,16 @@ def hand_over(
 ) -> None:
     """Give the core a received burst's records: data packets and SACKs as their fields
     (``Endpoint.receive_records``, a payload as a view of its slot in ``view``), any other
-    record i to ``other(i)`` in its turn; ``flush()`` after every RX_FLUSH records and
-    after the last. ``c_burst``: the burst's C buffer and records, when decoded in C."""
-    i, n = 0, len(recs)
+    record i to ``other(i)`` in its turn; ``flush()`` after each chunk and after the last.
+    The chunks are even, RX_FLUSH to 2 x RX_FLUSH - 1 records each: a moderated read a
+    little over RX_FLUSH (~70 packets at 5 Gbit/s) gets one SACK, not a second one for its
+    last few packets, and a SACK costs the receiver ~50 us (ours). ``c_burst``: the burst's
+    C buffer and records, when decoded in C."""
+    n = len(recs)
+    size = -(-n // max(1, n // RX_FLUSH))
+    i = 0
     while i < n:
-        stop = min(n, i - i % RX_FLUSH + RX_FLUSH)
+        stop = min(n, i - i % size + size)
         i = core.receive_records(recs, view, now, i, stop, c_burst)
         if i < stop:
             other(i)

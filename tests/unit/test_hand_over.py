@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from mrc_transport.io import endpoint as ep_mod
 from mrc_transport.protocol import Config, Endpoint
 from mrc_transport.wire.records import RX_DATA, RX_OTHER, RX_SACK, RxRec
@@ -28,7 +30,19 @@ def test_receive_records_stops_at_the_first_other_record() -> None:
     assert core.counters.unknown_connection == 3
 
 
-def test_hand_over_keeps_order_and_flushes_every_rx_flush_records() -> None:
+@pytest.mark.parametrize("n", [ep_mod.RX_FLUSH // 2, ep_mod.RX_FLUSH + 6, 2 * ep_mod.RX_FLUSH - 1])
+def test_a_burst_under_two_rx_flush_records_is_flushed_once_at_its_end(n: int) -> None:
+    core = Endpoint(Config(), random.Random(1))
+    log: list[int] = []
+    view = memoryview(bytearray(4096))
+    ep_mod.hand_over(
+        core, [_rec(RX_DATA)] * n, view, 0.0, lambda i: None,
+        lambda: log.append(core.counters.unknown_connection),
+    )  # fmt: skip
+    assert log == [n]
+
+
+def test_hand_over_keeps_order_and_flushes_in_even_chunks() -> None:
     core = Endpoint(Config(), random.Random(1))
     n, others = 2 * ep_mod.RX_FLUSH + 6, {5, ep_mod.RX_FLUSH + 8}
     kinds = [RX_OTHER if i in others else RX_DATA for i in range(n)]
@@ -44,13 +58,12 @@ def test_hand_over_keeps_order_and_flushes_every_rx_flush_records() -> None:
 
     view = memoryview(bytearray(4096))
     ep_mod.hand_over(core, [_rec(k) for k in kinds], view, 0.0, other, flush)
-    rx = ep_mod.RX_FLUSH
-    # a flush after each RX_FLUSH records and after the last
+    rx, half = ep_mod.RX_FLUSH, n // 2  # two chunks: n is under 3 x RX_FLUSH
+    # a flush after each chunk, the last one's at the end
     assert log == [
         ("other", 5),
-        ("flush", rx - 1),
+        ("flush", half - 1),
         ("other", rx + 8),
-        ("flush", 2 * rx - 2),
         ("flush", n - 2),
     ]
     assert core.counters.unknown_connection == n - 2
