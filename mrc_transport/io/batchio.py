@@ -83,7 +83,7 @@ class BurstReceiver(Protocol):
         """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
         ...
 
-    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+    def recv_records(self, sock: socket.socket) -> Sequence[RxRec]:
         """``recv`` with each datagram decoded: one record per datagram, slot order
         (wire/records.py). A data packet's or SACK's record carries its fields, a data
         payload where it is in ``view``; anything else is only ``RX_OTHER``, for the
@@ -91,7 +91,7 @@ class BurstReceiver(Protocol):
         data path's cost is per packet, the rest is rare)."""
         ...
 
-    def records(self, metas: Sequence[RxMeta]) -> list[RxRec]:
+    def records(self, metas: Sequence[RxMeta]) -> Sequence[RxRec]:
         """The records of the datagrams in the slots, datagram i described by metas[i]
         (what ``recv`` returned for them)."""
         ...
@@ -292,7 +292,7 @@ class _Slots:
         self.view = memoryview(self.buf)
         self.decoder = decoder(self.buf, max_pkts, slot_size)
 
-    def records(self, metas: Sequence[RxMeta]) -> list[RxRec]:
+    def records(self, metas: Sequence[RxMeta]) -> Sequence[RxRec]:
         return self.decoder.records(metas)
 
     def meta(self, i: int) -> RxMeta:
@@ -330,7 +330,7 @@ class PyBurstReceiver(_Slots):
             out.append((n, truncated, tclass, addr[1], flow, src, dst or bytes(16)))
         return out
 
-    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+    def recv_records(self, sock: socket.socket) -> Sequence[RxRec]:
         return self.records(self.recv(sock))
 
 
@@ -544,7 +544,7 @@ class CBurstReceiver(_Slots):
     def recv(self, sock: socket.socket) -> list[RxMeta]:
         return self.decoder.metas(self._recv_meta(sock))
 
-    def recv_records(self, sock: socket.socket) -> list[RxRec]:
+    def recv_records(self, sock: socket.socket) -> Sequence[RxRec]:
         # per data packet, one tuple instead of the metadata tuple, a copy of the
         # datagram, a header, a packet and a copy of the payload
         return self.decoder.decode(self._recv_meta(sock))

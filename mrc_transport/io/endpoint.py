@@ -741,7 +741,7 @@ class MrcEndpoint:
 
 def hand_over(
     core: Endpoint,
-    recs: list[RxRec],
+    recs: Sequence[RxRec],
     view: memoryview,
     now: float,
     other: Callable[[int], None],

@@ -454,7 +454,7 @@ class Connection:
 
     def receive_data_run(
         self,
-        recs: list[RxRec],
+        recs: Sequence[RxRec],
         view: memoryview,
         c_burst: tuple[object, object] | None,
         start: int,
@@ -492,7 +492,7 @@ class Connection:
             i += 1
         return i
 
-    def _arrived_from(self, recs: list[RxRec], start: int, stop: int) -> None:
+    def _arrived_from(self, recs: Sequence[RxRec], start: int, stop: int) -> None:
         """``_arrived`` of records ``start:stop``, counted already: the reply plane is
         that of the latest one whose source names a plane."""
         peer_plane = self.evs.peer_plane

@@ -97,7 +97,7 @@ class Endpoint:
 
     def receive_records(
         self,
-        recs: list[RxRec],
+        recs: Sequence[RxRec],
         view: memoryview,
         now: float,
         start: int,

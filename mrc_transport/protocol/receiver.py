@@ -207,7 +207,7 @@ class Receiver:
 
     def place_records(
         self,
-        recs: list[RxRec],
+        recs: Sequence[RxRec],
         view: memoryview,
         c_burst: tuple[object, object] | None,
         start: int,

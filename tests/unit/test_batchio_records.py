@@ -73,7 +73,7 @@ def _burst(
 ) -> list[RxRec]:
     for i, d in enumerate(datagrams):
         receiver.view[i * SLOT : i * SLOT + len(d)] = d
-    return receiver.records(metas)
+    return list(receiver.records(metas))
 
 
 def _meta(n: int, tclass: int = 2, truncated: int = 0) -> RxMeta:
@@ -169,13 +169,13 @@ def test_recv_records_through_a_socket(make: Callable[[int, int], batchio.BurstR
         recs: list[RxRec] = []
         while len(recs) < len(sent):
             assert select.select([rx], [], [], 2.0)[0], f"only {len(recs)} arrived"
-            got = receiver.recv_records(rx)
+            got = list(receiver.recv_records(rx))
             recs += got
             at, n = DataField.PAYLOAD_OFF, DataField.PAYLOAD_LEN
             assert all(bytes(receiver.view[r[at] : r[at] + r[n]]) == BODY for r in got)
         assert [r[DataField.PSN] for r in recs] == list(range(6))
         assert {r[DataField.EV] >> 16 for r in recs} == {tx.getsockname()[1]}
-        assert receiver.recv_records(rx) == []
+        assert not receiver.recv_records(rx)
     finally:
         rx.close()
         tx.close()
@@ -228,3 +228,24 @@ def test_the_c_record_is_the_documented_layout() -> None:
             assert ffi.offsetof("struct mrc_rx_rec", *path, name) == where[field], name
     assert ffi.offsetof("struct mrc_rx_rec", "body", "sack", "unused") == where[len(SackField)]
     assert len(DataField) == len(RX_REC.unpack(bytes(RX_REC.size)))
+
+
+@pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")
+def test_c_records_unpack_each_record_as_the_tuples_do() -> None:
+    """CRecords, the C decoder's lazy sequence: by index (negative too), by slice, and
+    IndexError past either end, record for record what the tuples hold."""
+    receiver = batchio.CBurstReceiver(8, SLOT)
+    datagrams = [_mrc(DATA, BODY), _mrc(SACK), b"junk"]
+    for i, d in enumerate(datagrams):
+        receiver.view[i * SLOT : i * SLOT + len(d)] = d
+    recs = receiver.records([_meta(len(d)) for d in datagrams])
+    want = list(RX_REC.iter_unpack(bytes(RX_REC.size * len(datagrams))))  # the layout
+    assert len(recs) == len(want) == 3
+    assert [recs[i] for i in range(3)] == list(recs) == recs[:] == [recs[-3], recs[-2], recs[-1]]
+    assert recs[1:] == [recs[1], recs[2]]
+    assert [len(r) for r in recs] == [len(w) for w in want]
+    assert recs[0][DataField.PSN] == DATA.psn
+    assert recs[2] == OTHER_REC
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            recs[bad]
