@@ -4,8 +4,8 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
 APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump gcc python3-venv python3-dev libffi-dev \
-	clang libbpf-dev bpftool tshark
-APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool tshark dumpcap reordercap editcap
+	clang libbpf-dev bpftool tshark valgrind
+APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool tshark dumpcap reordercap editcap valgrind
 # python3 must be able to make a venv (ensurepip) and compile the cffi extension (Python.h)
 PY_OK := import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')
 FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
