@@ -184,7 +184,8 @@ class Rack:
         """When the retransmission timer last restarted: an RTO, or a NACK."""
         self._by_number: list[PlaneRack | None] = []
         """``planes`` indexed by plane number: a plane's state is looked up twice per
-        packet (sent, acknowledged), and a list index costs a tenth of a dict lookup."""
+        packet (sent, acknowledged), and compiled, a dict lookup by an int key took ~150
+        instructions where a list index takes a few (callgrind)."""
 
     def plane(self, plane: int) -> PlaneRack:
         """The RACK state of ``plane`` (made at its first use)."""
