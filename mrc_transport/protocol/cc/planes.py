@@ -84,18 +84,9 @@ class PlaneWindows:
         return self.cc[plane].can_send(self.total, size)
 
     def full(self, planes: Sequence[int], size: int) -> AbstractSet[int]:
-        """The planes of ``planes`` that have no room for ``size`` more bytes (``room``,
-        inlined: the sender asks before every packet)."""
-        if not self.per_plane:
-            return set(planes) if not self.room(planes[0], size) else NONE_FULL
-        cc, flight = self.cc, self._flight
-        full: set[int] | None = None  # no set built when every plane has room: the
-        for p in planes:  # common case, asked before every packet
-            if not cc[p].can_send(flight[p].bytes, size):
-                if full is None:
-                    full = set()
-                full.add(p)
-        return NONE_FULL if full is None else full
+        """The planes of ``planes`` that have no room for ``size`` more bytes: a resend's
+        window test (a burst of new data keeps one ``headroom`` for all its packets)."""
+        return self.headroom(planes).full(size)
 
     def headroom(self, planes: Sequence[int]) -> Headroom:
         """The windows' headroom on ``planes`` for one burst (``Headroom``)."""
