@@ -56,15 +56,8 @@ def slot_setter_constructor(cls: type[T]) -> Callable[..., T] | None:
         if not isinstance(slot, types.MemberDescriptorType):
             return None
         env[f"_set{i}"] = slot.__set__
-    lines = [
-        f"def new({', '.join(names)}):",
-        "    o = _new(_cls)",
-        *(f"    _set{i}(o, {name})" for i, name in enumerate(names)),
-        "    return o",
-    ]
-    exec("\n".join(lines), env)  # generated once at import, as below
-    new: Callable[..., T] = env["new"]
-    return new
+    body = ["o = _new(_cls)", *(f"_set{i}(o, {name})" for i, name in enumerate(names))]
+    return _generated(names, body, env)
 
 
 def fast_constructor(cls: type[T]) -> Callable[..., T]:
@@ -76,14 +69,14 @@ def fast_constructor(cls: type[T]) -> Callable[..., T]:
     if made is None:
         return slot_setter_constructor(cls) or cls
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    lines = [
-        f"def new({', '.join(names)}):",
-        "    o = _Alike()",
-        *(f"    o.{name} = {name}" for name in names),
-        "    o.__class__ = _cls",
-        "    return o",
-    ]
-    env: dict[str, Any] = {"_Alike": made, "_cls": cls}
-    exec("\n".join(lines), env)  # the namedtuple technique: code generated once at import
-    new: Callable[..., T] = env["new"]
+    body = ["o = _Alike()", *(f"o.{name} = {name}" for name in names), "o.__class__ = _cls"]
+    return _generated(names, body, {"_Alike": made, "_cls": cls})
+
+
+def _generated(names: list[str], body: list[str], env: dict[str, Any]) -> Callable[..., Any]:
+    """``def new(*names): body; return o``, compiled in ``env``: the namedtuple technique,
+    code generated once at import."""
+    lines = [f"def new({', '.join(names)}):", *(f"    {line}" for line in body), "    return o"]
+    exec("\n".join(lines), env)
+    new: Callable[..., Any] = env["new"]
     return new
