@@ -176,7 +176,7 @@ class Codec:
         def other(i: int) -> None:
             core.receive(decode_one(rx, i, frames.MRC_UDP_PORT), now)
 
-        hand_over(core, rx.records(self.metas), rx.view, now, other, lambda: None, rx.c_burst)
+        hand_over(core, rx.records(self.metas), rx.view, now, other, lambda: None)
 
 
 Link = Objects | Codec

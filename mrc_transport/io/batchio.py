@@ -100,12 +100,6 @@ class BurstReceiver(Protocol):
         """The ``RxMeta`` of datagram i of the last burst decoded."""
         ...
 
-    @property
-    def c_burst(self) -> tuple[object, object] | None:
-        """The C buffer and C records of the last burst decoded, for the core's C
-        placement (None: decoded in Python)."""
-        ...
-
 
 class BurstEncoder(Protocol):
     """The packets of one transmit burst, encoded back to back into one reusable buffer
@@ -297,10 +291,6 @@ class _Slots:
 
     def meta(self, i: int) -> RxMeta:
         return self.decoder.meta(i)
-
-    @property
-    def c_burst(self) -> tuple[object, object] | None:
-        return self.decoder.c_burst
 
 
 class PyBurstReceiver(_Slots):
@@ -545,8 +535,8 @@ class CBurstReceiver(_Slots):
         return self.decoder.metas(self._recv_meta(sock))
 
     def recv_records(self, sock: socket.socket) -> Sequence[RxRec]:
-        # per data packet, one tuple instead of the metadata tuple, a copy of the
-        # datagram, a header, a packet and a copy of the payload
+        # one C decode per burst; a record becomes a tuple only when the core reads it
+        # (wire/burst.py CRecords), where a packet was once a header, a payload copy ...
         return self.decoder.decode(self._recv_meta(sock))
 
 

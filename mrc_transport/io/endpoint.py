@@ -458,7 +458,7 @@ class MrcEndpoint:
         self.receive_bursts += 1
         hand_over(
             self.core, recs, burst.view, now, lambda i: self._receive_one(burst, i, now),
-            self._flush_control, burst.c_burst,
+            self._flush_control,
         )  # fmt: skip
         return len(recs)
 
@@ -746,21 +746,19 @@ def hand_over(
     now: float,
     other: Callable[[int], None],
     flush: Callable[[], None],
-    c_burst: tuple[object, object] | None = None,
 ) -> None:
     """Give the core a received burst's records: data packets and SACKs as their fields
     (``Endpoint.receive_records``, a payload as a view of its slot in ``view``), any other
     record i to ``other(i)`` in its turn; ``flush()`` after each chunk and after the last.
     The chunks are even, RX_FLUSH to 2 x RX_FLUSH - 1 records each: a moderated read a
     little over RX_FLUSH (~70 packets at 5 Gbit/s) gets one SACK, not a second one for its
-    last few packets, and a SACK costs the receiver ~50 us (ours). ``c_burst``: the burst's
-    C buffer and records, when decoded in C."""
+    last few packets, and a SACK costs the receiver ~50 us (ours)."""
     n = len(recs)
     size = -(-n // max(1, n // RX_FLUSH))
     i = 0
     while i < n:
         stop = min(n, i - i % size + size)
-        i = core.receive_records(recs, view, now, i, stop, c_burst)
+        i = core.receive_records(recs, view, now, i, stop)
         if i < stop:
             other(i)
             i += 1

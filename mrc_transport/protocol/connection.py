@@ -456,14 +456,13 @@ class Connection:
         self,
         recs: Sequence[RxRec],
         view: memoryview,
-        c_burst: tuple[object, object] | None,
         start: int,
         stop: int,
         now: float,
     ) -> int:
         """``receive_data`` of the data records from ``start`` on, up to ``stop`` or the
         first record that is not one of this connection's data packets, in one placement
-        call (Receiver.place_run, ``c_burst`` its C buffer and records); returns where it
+        call (Receiver.place_records); returns where it
         stopped. Each packet is counted as arrived, as ``receive_data`` does."""
         receiver = self.receiver
         if receiver is None or self.state is ConnState.CLOSED:
@@ -472,7 +471,7 @@ class Connection:
                 src, flags, psn, msn, off, size, ts, view[at : at + n], ev, ce == 1, now
             )
             return start + 1
-        i = receiver.place_records(recs, view, c_burst, start, stop, now)
+        i = receiver.place_records(recs, view, start, stop, now)
         taken = receiver.take_packets()
         if taken:
             self.counters.packets_received += taken

@@ -102,7 +102,6 @@ class Endpoint:
         now: float,
         start: int,
         stop: int,
-        c_burst: tuple[object, object] | None = None,
     ) -> int:
         """``receive`` of records ``start`` to ``stop`` of a received burst, in order:
         data packets (``Connection.receive_data``, a payload as a view of its slot in
@@ -112,8 +111,7 @@ class Endpoint:
         packet from the IO layer's Python, with its 12 arguments, cost more than the
         loop's work. Each kind's record is unpacked in its layout (wire/records.py),
         which lists the fields in the order the connection takes them. A run of data
-        packets of one connection goes to it whole (``Connection.receive_data_run``), with
-        ``c_burst``, the burst's C buffer and records, when the IO layer has them."""
+        packets of one connection goes to it whole (``Connection.receive_data_run``)."""
         i = start
         while i < stop:
             rec = recs[i]
@@ -125,7 +123,7 @@ class Endpoint:
                 i += 1
                 continue
             if kind == RX_DATA:
-                i = conn.receive_data_run(recs, view, c_burst, i, stop, now)
+                i = conn.receive_data_run(recs, view, i, stop, now)
                 continue
             _, _, src, flags, cum_psn, base, bitmap, ev, ts, rwnd, _, _, _ = rec  # RX_SACK
             conn.receive_sack(src, flags, cum_psn, base, bitmap, ev, ts, rwnd, now)

@@ -34,6 +34,7 @@ from typing import Any, Final
 from mrc_transport import backend
 from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
+from mrc_transport.wire.burst import CRecords
 from mrc_transport.wire.frames import Opcode
 from mrc_transport.wire.records import RX_DATA, RxRec
 
@@ -209,19 +210,20 @@ class Receiver:
         self,
         recs: Sequence[RxRec],
         view: memoryview,
-        c_burst: tuple[object, object] | None,
         start: int,
         stop: int,
         now: float,
     ) -> int:
-        """``place_run`` of records ``start:stop`` of a burst: its C buffer and records
-        (``c_burst``) for the C placement, else the tuples (packed into C records first
-        when the placement is C and the IO layer decoded in Python)."""
+        """``place_run`` of records ``start:stop`` of a burst: the C placement takes the
+        C records and buffer of a burst decoded in C (``CRecords``) as they are, and a
+        burst decoded in Python packed into C records first; the Python placement takes
+        the records as tuples."""
         if not self._c:
             return self.place_run(view, recs, recs, start, stop, now)
-        if c_burst is None:
-            c_burst = self._one.pack(recs, view, start, stop)
-        return self.place_run(c_burst[0], c_burst[1], recs, start, stop, now)
+        if isinstance(recs, CRecords):
+            return self.place_run(recs.c_buf, recs.c_recs, recs, start, stop, now)
+        buf, c_recs = self._one.pack(recs, view, start, stop)
+        return self.place_run(buf, c_recs, recs, start, stop, now)
 
     def _open(self, rec: RxRec) -> bool:
         """A buffer in the table for the message of data record ``rec``, unless the

@@ -33,12 +33,6 @@ class BurstDecoder(Protocol):
         """The ``RxMeta`` of datagram i of the last burst decoded."""
         ...
 
-    @property
-    def c_burst(self) -> tuple[object, object] | None:
-        """The burst's C buffer and C records, for the core's C placement (None: the
-        records are only tuples)."""
-        ...
-
 
 def _check_buffer(buf: bytearray, max_pkts: int, slot_size: int) -> None:
     if max_pkts <= 0 or slot_size <= 0 or max_pkts * slot_size > len(buf):
@@ -62,10 +56,6 @@ class PyBurstDecoder:
     def meta(self, i: int) -> RxMeta:
         return self._metas[i]
 
-    @property
-    def c_burst(self) -> None:
-        return None
-
     def _record(self, off: int, meta: RxMeta) -> RxRec:
         n, truncated, tclass, sport, flow, src, dst = meta
         if truncated or n > self.slot_size:
@@ -87,14 +77,16 @@ class PyBurstDecoder:
 class CRecords(Sequence[RxRec]):
     """The records of a burst decoded in C, each unpacked from the C array only when asked
     for. The core reads few of a burst's data records (where a run starts, a new message
-    without a spare buffer); the C placement reads the rest where they lie. Unpacked all
-    at once, a record was a tuple of 13 objects made and freed per packet (~0.3 us of the
-    receiver's ~8 us a packet here). Valid until the decoder's next burst."""
+    without a spare buffer); the C placement reads the rest where they lie, in ``c_recs``,
+    their payloads in ``c_buf``. Unpacked all at once, a record was a tuple of 13 objects
+    made and freed per packet (~0.3 us of the receiver's ~8 us a packet here). Valid until
+    the decoder's next burst."""
 
-    __slots__ = ("_count", "_view")
+    __slots__ = ("_count", "_view", "c_buf", "c_recs")
 
-    def __init__(self, view: memoryview, count: int) -> None:
+    def __init__(self, view: memoryview, count: int, c_buf: Any, c_recs: Any) -> None:
         self._view, self._count = view, count
+        self.c_buf, self.c_recs = c_buf, c_recs
 
     def __len__(self) -> int:
         return self._count
@@ -149,12 +141,7 @@ class CBurstDecoder:
         self._count = _lib.mrc_decode_rx_burst(
             self.c_buf, self.slot_size, self.c_metas, count, self.c_recs
         )
-        return CRecords(self._rec_view, count)
-
-    @property
-    def c_burst(self) -> tuple[object, object]:
-        """The burst's C buffer and C records (the core's C placement reads them)."""
-        return self.c_buf, self.c_recs
+        return CRecords(self._rec_view, count, self.c_buf, self.c_recs)
 
     def metas(self, count: int) -> list[RxMeta]:
         """The first ``count`` entries of ``c_metas``."""
