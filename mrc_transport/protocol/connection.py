@@ -126,6 +126,10 @@ class Connection:
             self.commons,
         )
         self.receiver: Receiver | None = None
+        self.sending = False
+        """ESTABLISHED or CLOSING, kept by ``_set_state``: the hot paths test this, since
+        testing the state's membership of a set hashes the enum member, a Python-level
+        call even compiled (enum.py's ``__hash__``)."""
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
         self._sack_owed = False
@@ -148,11 +152,15 @@ class Connection:
             self._accept(peer_setup, now)
 
     # -- the state table ----------------------------------------------------------------
+    def _set_state(self, new: ConnState) -> None:
+        self.state = new
+        self.sending = new in SENDING
+
     def _move(self, inp: ConnInput, now: float, reason: str = "") -> bool:
         new = CONN_TRANSITIONS.get((self.state, inp))
         if new is None:
             return False
-        self.state = new
+        self._set_state(new)
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
             # the path's RTO, not the first-window floor: a receiving end samples no data RTT
@@ -199,7 +207,7 @@ class Connection:
         an endpoint encodes without a ``Transmit`` per packet."""
         out: list[Outgoing] = []
         out.extend(self.control_to_send())
-        if self.state in SENDING:
+        if self.sending:
             self.counters.packets_sent += self.sender.fill(now, out, self.cfg.max_burst)
             self._arm_persist(now)
             if self.state is ConnState.CLOSING and self.sender.idle():
@@ -260,7 +268,7 @@ class Connection:
         if self.state is ConnState.CLOSED:
             return None if self.drained else self._drain_at
         t = min(self._retry_at, self._persist_at)
-        if self.state in SENDING:
+        if self.sending:
             t = min(t, self.sender.timer(), self.evs.next_probe_time())
         if self.receiver is not None:
             t = min(t, self.receiver.ack_deadline)
@@ -275,7 +283,7 @@ class Connection:
             self._retry(now)
         if self.receiver is not None and self.receiver.ack_deadline <= now:
             self._queue_sack(now)
-        if self.state not in SENDING:
+        if not self.sending:
             return
         if self.sender.on_timer(now) and self.sender.rto_count > self.cfg.max_rto_count:
             self._move(ConnInput.GIVE_UP, now, "rto failed")
@@ -307,7 +315,7 @@ class Connection:
             isinstance(event, events.MessageReceived)
             and receiver is not None
             and receiver.consumed(len(event.data))
-            and self.state in SENDING
+            and self.sending
         ):
             self._queue_sack(event.time)
         return event
@@ -389,7 +397,7 @@ class Connection:
             self.commons,
             self.sender.mss,
         )
-        self.state = ConnState.ESTABLISHED
+        self._set_state(ConnState.ESTABLISHED)
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:
             self._move(ConnInput.CLOSE, now)
@@ -601,14 +609,14 @@ class Connection:
         rwnd: int,
         now: float,
     ) -> None:
-        if self.state not in SENDING:
+        if not self.sending:
             self.counters.wrong_state += 1
             return
         self.sender.sack(flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
 
     def _on_nack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
-        if not isinstance(h, frames.NackHeader) or self.state not in SENDING:
+        if not isinstance(h, frames.NackHeader) or not self.sending:
             self.counters.wrong_state += 1
             return
         self.sender.on_nack(h, now)
