@@ -219,7 +219,8 @@ def _blast(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> None:
     while time.monotonic() - t0 < seconds:
         if send() < FLOOR_BURST:
             time.sleep(0)  # the socket buffer is full: let the kernel drain it
-    print(json.dumps({"cpu": time.process_time() - c0, "user": os.times().user - u0}))
+    cpu, user = time.process_time() - c0, os.times().user - u0
+    print(json.dumps({"cpu": cpu, "user": user, "seconds": time.monotonic() - t0}))
 
 
 UDP_SEGMENT = 103  # <linux/udp.h>: the socket's GSO segment size
@@ -305,8 +306,11 @@ def floor(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> Sides:
             drain.kill()
             drain.wait()
     sent = json.loads(blast.stdout)
-    cpu = sent["cpu"]
-    return Sides(got["bytes"] * 8 / seconds, got["cpu"] + cpu, cpu, got["cpu"], sent["user"])
+    # the sender runs a second longer than the drain counts (it starts first): its CPU
+    # over the drain's ``seconds``, at its steady rate
+    share = seconds / sent["seconds"]
+    cpu, user = sent["cpu"] * share, sent["user"] * share
+    return Sides(got["bytes"] * 8 / seconds, got["cpu"] + cpu, cpu, got["cpu"], user)
 
 
 def _g(bps: float) -> str:
