@@ -7,7 +7,10 @@
     per-packet Python, so the most MRC's endpoint could reach here), the GSO floor (the
     same packets 4 to a UDP GSO send: the kernel carries each send through the lab as one
     packet on one path, so it shows what a cheaper kernel path would give, not what MRC
-    may do, which sprays each packet on its own path), plus
+    may do, which sprays each packet on its own path), the encode floor (the floor's
+    sends, each burst first copied and checksummed by the C codec in one call from an
+    8 MB pool as mrc perf's messages are: the least a C data path pays, with no protocol
+    at all), plus
     CPU seconds per delivered gigabit: of both ends (every process is our child; MRC's
     includes two Python start-ups, ~0.6 s each), and of each side during the transfer
     (the sender's and the receiver's, as each tool reports them: iperf3's and mrc perf's
@@ -192,10 +195,12 @@ FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endp
 GSO_FLOOR = 4  # packets per UDP GSO send: 7 of 9 KB fit in the 64 KB a send may carry
 
 
-def _blast(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> None:
+def _blast(
+    lab: str, src: str, dst: str, seconds: float, gso: int = 0, encode: bool = False
+) -> None:
     """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
-    ``send_raw6`` (or ``gso`` at a time by UDP GSO) as fast as one core can; print the
-    sender's CPU seconds."""
+    ``send_raw6`` (or ``gso`` at a time by UDP GSO, or each burst ``encode``d afresh) as
+    fast as one core can; print the sender's CPU seconds."""
     from mrc_transport.io import batchio
     from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
@@ -207,11 +212,16 @@ def _blast(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> None:
     payload = os.urandom(default_mss("usid"))
     common = Common(Opcode.WRITE_MIDDLE, Flags.NONE, 1, 2)
     enc = batchio.burst_encoder(FLOOR_BURST, 9100)
-    for i in range(FLOOR_BURST):
-        ph = path_header(paths[i % len(paths)], 0x10000 + i, DSCP_DATA, "usid", FLOOR_PORT)
+    phs = [
+        path_header(paths[i % len(paths)], 0x10000 + i, DSCP_DATA, "usid", FLOOR_PORT)
+        for i in range(FLOOR_BURST)
+    ]
+    for i, ph in enumerate(phs):
         enc.add(ph, DataHeader(common, i, 0, 0, 1 << 30, 0), payload)
     if gso:
         send = _gso_sender([enc.packet(i) for i in range(FLOOR_BURST)], gso)
+    elif encode:
+        send = _encode_sender(phs, open_tx(), len(payload))
     else:
         tx = open_tx()
         send = lambda: enc.send(tx)  # noqa: E731
@@ -221,6 +231,36 @@ def _blast(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> None:
             time.sleep(0)  # the socket buffer is full: let the kernel drain it
     cpu, user = time.process_time() - c0, os.times().user - u0
     print(json.dumps({"cpu": cpu, "user": user, "seconds": time.monotonic() - t0}))
+
+
+def _encode_sender(phs: list[Any], tx: socket.socket, mss: int) -> Callable[[], int]:
+    """A send of a burst encoded afresh, packet i on path ``phs[i]``: its payloads cut in
+    turn from a pool as large as ``mrc perf``'s, copied and checksummed by the C codec in
+    one call a burst (``mrc_encode_data_run``, as a ``DataRun``), then ``send_raw6``: what
+    a C data path costs per burst without any protocol. Returns how many packets went."""
+    from mrc_transport._fastpath import ffi, lib
+
+    from mrc_transport.perf.session import POOL_SIZE
+    from mrc_transport.wire import fast
+    from mrc_transport.wire.frames import Flags
+
+    n, room = len(phs), 9100
+    templates = ffi.new("struct mrc_template *[]", [fast._template(ph) for ph in phs])
+    pool = ffi.from_buffer(bytearray(os.urandom(POOL_SIZE)))
+    buf, ends = ffi.new("char[]", n * room), ffi.new("uint32_t[]", n + 1)
+    span, at = n * mss, [0]
+
+    def send() -> int:
+        off = at[0]
+        at[0] = off + span if off + 2 * span <= POOL_SIZE else 0
+        done = lib.mrc_encode_data_run(
+            buf, n * room, room, templates, n, Flags.TS, 0, 1, 2, off // mss, 0, off, mss,
+            pool, POOL_SIZE, 0, 0, ends + 1,
+        )  # fmt: skip
+        rc = lib.mrc_send_raw6(tx.fileno(), buf, n * room, ends, done, 0)
+        return max(int(rc), 0)
+
+    return send
 
 
 UDP_SEGMENT = 103  # <linux/udp.h>: the socket's GSO segment size
@@ -282,10 +322,12 @@ def _inside(blast: list[str] | None) -> bool:
     return where is not None and (not blast or where == (blast[0], blast[1]))
 
 
-def floor(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> Sides:
+def floor(
+    lab: str, src: str, dst: str, seconds: float, gso: int = 0, encode: bool = False
+) -> Sides:
     """Goodput and CPU of raw-socket sends alone: the IO a userspace MRC sender cannot
     avoid, without protocol or per-packet Python (``gso``: that many packets per send by
-    UDP GSO instead, one path each)."""
+    UDP GSO instead, one path each; ``encode``: each burst encoded afresh in C first)."""
     me = [sys.executable, os.path.abspath(__file__)]
     drain = subprocess.Popen(
         ["ip", "netns", "exec", namespace(lab, dst), *me, "--drain", str(seconds)],
@@ -297,7 +339,7 @@ def floor(lab: str, src: str, dst: str, seconds: float, gso: int = 0) -> Sides:
         drain.stdout.readline()  # "ready": the socket is bound
         blast = subprocess.run(
             ["ip", "netns", "exec", namespace(lab, src), *me, "--blast", lab, src, dst,
-             str(seconds + 1), "--gso", str(gso)],
+             str(seconds + 1), "--gso", str(gso), *(["--encode"] if encode else [])],
             capture_output=True, text=True, check=True, timeout=seconds + 30,
         )  # fmt: skip
         got = json.loads(drain.communicate(timeout=30)[0])
@@ -341,7 +383,9 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     )
     lab = "bp" + uuid.uuid4().hex[:6]
     src, dst = "h0", "h1"  # different racks
-    runs: dict[str, list[Run]] = {"mrc": [], "tcp": [], "udp": [], "floor": [], "gso": []}
+    runs: dict[str, list[Run]] = {
+        "mrc": [], "tcp": [], "udp": [], "floor": [], "gso": [], "enc": []
+    }  # fmt: skip
     print(f"(a) unshaped, {src} -> {dst} (different racks), {seconds:g} s each")
     try:
         up(topo, lab)
@@ -358,13 +402,14 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
             t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
             f = measure(lambda: floor(lab, src, dst, seconds))
             g = measure(lambda: floor(lab, src, dst, seconds, gso=GSO_FLOOR))
-            for key, run in zip(runs, (m, t, u, f, g), strict=True):
+            e = measure(lambda: floor(lab, src, dst, seconds, encode=True))
+            for key, run in zip(runs, (m, t, u, f, g, e), strict=True):
                 runs[key].append(run)
             if repeat > 1:
                 print(f"  run {i + 1}: MRC {_g(m.bps)}  TCP {_g(t.bps)}  UDP {_g(u.bps)}  "
-                      f"floor {_g(f.bps)}  GSO floor {_g(g.bps)}  MRC/UDP {m.bps / u.bps:.3f}  "
-                      f"(busy outside: "
-                      f"{max(r.others for r in (m, t, u, f, g)):.1f} CPUs)")  # fmt: skip
+                      f"floor {_g(f.bps)}  GSO floor {_g(g.bps)}  encode floor {_g(e.bps)}  "
+                      f"MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
+                      f"{max(r.others for r in (m, t, u, f, g, e)):.1f} CPUs)")  # fmt: skip
     finally:
         down(lab)
     if repeat > 1:
@@ -374,14 +419,16 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     print(f"    {'':22} {'goodput':>13}   CPU s/Gbit: both  sender  receiver")
     names = {"mrc": "MRC, 1 connection", "tcp": "iperf3 TCP, 1 stream",
              "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor",
-             "gso": f"GSO floor, {GSO_FLOOR} a send"}  # fmt: skip
+             "gso": f"GSO floor, {GSO_FLOOR} a send", "enc": "encode floor"}  # fmt: skip
     for key, name in names.items():
         bps, both, snd, rcv = med[key]
         print(f"    {name:22} {_g(bps)}   {both:15.2f} {snd:7.2f} {rcv:9.2f}")
     print(f"    (raw-socket floor: prebuilt packets, send_raw6, no protocol: "
           f"{med['floor'][0] / med['udp'][0]:.2f}x iperf3 UDP; the GSO floor, the same "
           f"packets {GSO_FLOOR} to a UDP GSO send, each send on one path, so not sprayed per "
-          f"packet: {med['gso'][0] / med['udp'][0]:.2f}x)")  # fmt: skip
+          f"packet: {med['gso'][0] / med['udp'][0]:.2f}x; the encode floor, each burst copied "
+          f"and checksummed from an 8 MB pool in one C call before its send, the least a C "
+          f"data path without protocol pays: {med['enc'][0] / med['udp'][0]:.2f}x)")  # fmt: skip
     got = {k: [r.bps for r in rs] for k, rs in runs.items()}
     print(f"    MRC / iperf3 UDP = {_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
     print(f"    MRC / raw floor  = {_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
@@ -394,7 +441,8 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
     # switch namespace's forwarding, which runs in the sender's system call): what MRC
     # spends beyond the baselines is its user space
     print("    sender CPU s/Gbit, user space + kernel:", end="")
-    for key, name in (("mrc", "MRC"), ("udp", "iperf3 UDP"), ("floor", "floor")):
+    for key, name in (("mrc", "MRC"), ("udp", "iperf3 UDP"), ("floor", "floor"),
+                      ("enc", "encode floor")):  # fmt: skip
         split = [r.per_gbit(seconds) for r in runs[key]]
         user = statistics.median(p[3] for p in split)
         kernel = statistics.median(p[1] - p[3] for p in split)
@@ -438,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blast", nargs=4, help=argparse.SUPPRESS)  # floor: LAB SRC DST SECONDS
     ap.add_argument("--drain", type=float, help=argparse.SUPPRESS)  # floor: SECONDS
     ap.add_argument("--gso", type=int, default=0, help=argparse.SUPPRESS)  # floor: per send
+    ap.add_argument("--encode", action="store_true", help=argparse.SUPPRESS)  # floor: encode
     args = ap.parse_args(argv)
     if (args.blast or args.drain is not None) and not _inside(args.blast):
         print("perf.py: --blast and --drain run only inside the lab's host namespace "
@@ -445,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if args.blast:
-        _blast(args.blast[0], args.blast[1], args.blast[2], float(args.blast[3]), args.gso)
+        lab, src, dst, secs = args.blast
+        _blast(lab, src, dst, float(secs), args.gso, args.encode)
         return 0
     if args.drain is not None:
         _drain(args.drain)
