@@ -27,7 +27,6 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final
 
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import TRIM_REASONS, Common, Flags, Opcode
@@ -89,7 +88,6 @@ CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
     (_CS, ConnInput.PEER_CLOSE): _X,
     (_CS, ConnInput.GIVE_UP): _X,
 }
-SENDING: Final = frozenset({ConnState.ESTABLISHED, ConnState.CLOSING})
 
 
 class Connection:
@@ -126,10 +124,6 @@ class Connection:
             self.commons,
         )
         self.receiver: Receiver | None = None
-        self.sending = False
-        """ESTABLISHED or CLOSING, kept by ``_set_state``: the hot paths test this, since
-        testing the state's membership of a set hashes the enum member, a Python-level
-        call even compiled (enum.py's ``__hash__``)."""
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
         self._sack_owed = False
@@ -152,15 +146,19 @@ class Connection:
             self._accept(peer_setup, now)
 
     # -- the state table ----------------------------------------------------------------
-    def _set_state(self, new: ConnState) -> None:
-        self.state = new
-        self.sending = new in SENDING
+    @property
+    def sending(self) -> bool:
+        """ESTABLISHED or CLOSING. Two identity tests: membership of a set would hash the
+        enum member, and enum.py's ``__hash__`` is a Python call even from compiled code
+        (on the burst, timer and SACK paths)."""
+        state = self.state
+        return state is ConnState.ESTABLISHED or state is ConnState.CLOSING
 
     def _move(self, inp: ConnInput, now: float, reason: str = "") -> bool:
         new = CONN_TRANSITIONS.get((self.state, inp))
         if new is None:
             return False
-        self._set_state(new)
+        self.state = new
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
             # the path's RTO, not the first-window floor: a receiving end samples no data RTT
@@ -397,7 +395,7 @@ class Connection:
             self.commons,
             self.sender.mss,
         )
-        self._set_state(ConnState.ESTABLISHED)
+        self.state = ConnState.ESTABLISHED
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:
             self._move(ConnInput.CLOSE, now)
