@@ -45,11 +45,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labs import addressing
 from labs.apply import down, up
 from labs.topology import LinkClass, Topology, namespace, preset
+
+if TYPE_CHECKING:
+    from mrc_transport.wire.frames import PathHeader
 
 UNSHAPED = LinkClass(rate_bps=40_000_000_000, mtu=9000, burst=8 << 20, limit=16 << 20, ecn="none")
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
@@ -233,7 +236,7 @@ def _blast(
     print(json.dumps({"cpu": cpu, "user": user, "seconds": time.monotonic() - t0}))
 
 
-def _encode_sender(phs: list[Any], tx: socket.socket, mss: int) -> Callable[[], int]:
+def _encode_sender(phs: list[PathHeader], tx: socket.socket, mss: int) -> Callable[[], int]:
     """A send of a burst encoded afresh, packet i on path ``phs[i]``: its payloads cut in
     turn from a pool as large as ``mrc perf``'s, copied and checksummed by the C codec in
     one call a burst (``mrc_encode_data_run``, as a ``DataRun``), then ``send_raw6``: what
