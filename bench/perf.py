@@ -52,6 +52,7 @@ from labs.apply import down, up
 from labs.topology import LinkClass, Topology, namespace, preset
 
 if TYPE_CHECKING:
+    from mrc_transport.io.batchio import BurstEncoder
     from mrc_transport.wire.frames import PathHeader
 
 UNSHAPED = LinkClass(rate_bps=40_000_000_000, mtu=9000, burst=8 << 20, limit=16 << 20, ecn="none")
@@ -198,17 +199,14 @@ FLOOR_PORT = 4792  # the floor's packets go to this UDP port, not to an MRC endp
 GSO_FLOOR = 4  # packets per UDP GSO send: 7 of 9 KB fit in the 64 KB a send may carry
 
 
-def _blast(
-    lab: str, src: str, dst: str, seconds: float, gso: int = 0, encode: bool = False
-) -> None:
-    """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
-    ``send_raw6`` (or ``gso`` at a time by UDP GSO, or each burst ``encode``d afresh) as
-    fast as one core can; print the sender's CPU seconds."""
+def floor_burst(lab: str, src: str, dst: str) -> tuple[BurstEncoder, list[PathHeader], int]:
+    """(in src's namespace) The floor's burst: a full pump's worth of MRC data packets of
+    one MSS each, packet i on path i of src -> dst's in turn, to ``FLOOR_PORT``; with their
+    path headers and the MSS."""
     from mrc_transport.io import batchio
     from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
     from mrc_transport.io.paths import LabPaths
-    from mrc_transport.io.sockets import open_tx
     from mrc_transport.wire.frames import DSCP_DATA, Common, DataHeader, Flags, Opcode
 
     paths = LabPaths(lab, src).paths_to(dst)
@@ -221,10 +219,23 @@ def _blast(
     ]
     for i, ph in enumerate(phs):
         enc.add(ph, DataHeader(common, i, 0, 0, 1 << 30, 0), payload)
+    return enc, phs, len(payload)
+
+
+def _blast(
+    lab: str, src: str, dst: str, seconds: float, gso: int = 0, encode: bool = False
+) -> None:
+    """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
+    ``send_raw6`` (or ``gso`` at a time by UDP GSO, or each burst ``encode``d afresh) as
+    fast as one core can; print the sender's CPU seconds."""
+    from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST
+    from mrc_transport.io.sockets import open_tx
+
+    enc, phs, mss = floor_burst(lab, src, dst)
     if gso:
         send = _gso_sender([enc.packet(i) for i in range(FLOOR_BURST)], gso)
     elif encode:
-        send = _encode_sender(phs, open_tx(), len(payload))
+        send = _encode_sender(phs, open_tx(), mss)
     else:
         tx = open_tx()
         send = lambda: enc.send(tx)  # noqa: E731
@@ -315,7 +326,7 @@ def _drain(seconds: float) -> None:
     print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0}))
 
 
-def _inside(blast: list[str] | None) -> bool:
+def in_lab_host(blast: list[str] | None) -> bool:
     """Whether this process runs in the blast's source host namespace (or, to drain, in
     any lab host's): the floor's sends bypass MRC's endpoint and would follow the root
     namespace's default route out of the machine."""
@@ -332,17 +343,25 @@ def floor(
     avoid, without protocol or per-packet Python (``gso``: that many packets per send by
     UDP GSO instead, one path each; ``encode``: each burst encoded afresh in C first)."""
     me = [sys.executable, os.path.abspath(__file__)]
+    blast = [*me, "--blast", lab, src, dst, str(seconds + 1), "--gso", str(gso),
+             *(["--encode"] if encode else [])]  # fmt: skip
+    return floor_run(lab, src, dst, seconds, blast)
+
+
+def floor_run(lab: str, src: str, dst: str, seconds: float, sender: list[str]) -> Sides:
+    """Run ``sender`` (a command that sends to dst's ``FLOOR_PORT`` for ``seconds`` + 1 and
+    prints its ``cpu``, ``user`` and ``seconds`` as JSON) in src's namespace while dst's
+    drains; goodput over ``seconds`` and the CPU of both."""
     drain = subprocess.Popen(
-        ["ip", "netns", "exec", namespace(lab, dst), *me, "--drain", str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+        ["ip", "netns", "exec", namespace(lab, dst), sys.executable, os.path.abspath(__file__),
+         "--drain", str(seconds)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
         assert drain.stdout is not None
         drain.stdout.readline()  # "ready": the socket is bound
         blast = subprocess.run(
-            ["ip", "netns", "exec", namespace(lab, src), *me, "--blast", lab, src, dst,
-             str(seconds + 1), "--gso", str(gso), *(["--encode"] if encode else [])],
+            ["ip", "netns", "exec", namespace(lab, src), *sender],
             capture_output=True, text=True, check=True, timeout=seconds + 30,
         )  # fmt: skip
         got = json.loads(drain.communicate(timeout=30)[0])
@@ -375,8 +394,9 @@ def _ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
-def unshaped(seconds: float, repeat: int = 1) -> None:
-    topo = Topology(
+def unshaped_topology() -> Topology:
+    """Two hosts in different racks, two planes, links far faster than a core can fill."""
+    return Topology(
         planes=2,
         racks=2,
         hosts_per_rack=1,
@@ -384,6 +404,10 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
         host_link=UNSHAPED,
         fabric_link=UNSHAPED,
     )
+
+
+def unshaped(seconds: float, repeat: int = 1) -> None:
+    topo = unshaped_topology()
     lab = "bp" + uuid.uuid4().hex[:6]
     src, dst = "h0", "h1"  # different racks
     runs: dict[str, list[Run]] = {
@@ -491,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gso", type=int, default=0, help=argparse.SUPPRESS)  # floor: per send
     ap.add_argument("--encode", action="store_true", help=argparse.SUPPRESS)  # floor: encode
     args = ap.parse_args(argv)
-    if (args.blast or args.drain is not None) and not _inside(args.blast):
+    if (args.blast or args.drain is not None) and not in_lab_host(args.blast):
         print("perf.py: --blast and --drain run only inside the lab's host namespace "
               "(ip netns exec), never where their packets could leave the lab",
               file=sys.stderr)  # fmt: skip
