@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import perf  # bench/perf.py
@@ -90,28 +91,59 @@ def _packets(lab: str, src: str, dst: str, path: str) -> list[str]:
 
 def _build(tmp: str) -> str:
     exe = os.path.join(tmp, "kernelpaths")
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, str(HERE / "kernelpaths.c")], check=True)
+    cmd = ["gcc", "-O2", "-Wall", "-o", exe, str(HERE / "kernelpaths.c")]
+    try:
+        subprocess.run(cmd, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        msg = f"kernelpaths.py: cannot build kernelpaths.c ({e}); make setup installs gcc"
+        raise SystemExit(msg) from None
     return exe
+
+
+def _why(e: subprocess.CalledProcessError) -> str:
+    lines = (e.stderr or "").strip().splitlines()
+    return lines[-1] if lines else f"exit code {e.returncode}"
+
+
+def _round(
+    lab: str, src: str, dst: str, seconds: float, command: Callable[[str], list[str]],
+    runs: dict[str, list[perf.Sides]], missing: dict[str, str],
+) -> None:  # fmt: skip
+    """One run of every path still in ``runs``; a path the kernel refuses (e.g. no AF_XDP)
+    moves to ``missing`` with the sender's reason."""
+    for mode in list(runs):
+        try:
+            runs[mode].append(perf.floor_run(lab, src, dst, seconds, command(mode)))
+        except subprocess.CalledProcessError as e:
+            if mode == "raw":  # the baseline: nothing to compare with
+                raise SystemExit(f"kernelpaths.py: the raw socket failed: {_why(e)}") from None
+            missing[mode] = _why(e)
+            del runs[mode]
 
 
 def run(seconds: float, repeat: int) -> None:
     lab, src, dst = "bk" + uuid.uuid4().hex[:6], "h0", "h1"
     runs: dict[str, list[perf.Sides]] = {m: [] for m in MODES}
+    missing: dict[str, str] = {}
     print(f"kernel paths, unshaped lab, {src} -> {dst}, {seconds:g} s each")
     with tempfile.TemporaryDirectory() as tmp:
         exe, packets = _build(tmp), os.path.join(tmp, "packets")
         try:
             up(perf.unshaped_topology(), lab)
             ports = _packets(lab, src, dst, packets)
-            for i in range(repeat):
-                for mode in MODES:  # interleaved, so a slow spell of the VM hits all alike
-                    cmd = [exe, mode, str(seconds + 1), packets, *ports]
-                    runs[mode].append(perf.floor_run(lab, src, dst, seconds, cmd))
-                print(f"  run {i + 1}: " + "  ".join(
-                    f"{m} {runs[m][-1].bps / 1e9:.2f}" for m in MODES) + " Gbit/s")  # fmt: skip
+
+            def command(mode: str) -> list[str]:
+                return [exe, mode, str(seconds + 1), packets, *ports]
+
+            for i in range(repeat):  # interleaved, so a slow spell of the VM hits all alike
+                _round(lab, src, dst, seconds, command, runs, missing)
+                got = "  ".join(f"{m} {r[-1].bps / 1e9:.2f}" for m, r in runs.items())
+                print(f"  run {i + 1}: {got} Gbit/s")
         finally:
             down(lab)
     _report(runs, seconds)
+    for mode, why in missing.items():
+        print(f"    {mode:14} unavailable here: {why}")
 
 
 def _report(runs: dict[str, list[perf.Sides]], seconds: float) -> None:
@@ -120,11 +152,15 @@ def _report(runs: dict[str, list[perf.Sides]], seconds: float) -> None:
     for mode, got in runs.items():
         bps = statistics.median(s.bps for s in got)
         ratio = statistics.median(s.bps / r.bps for s, r in zip(got, runs["raw"], strict=True))
-        user = statistics.median(s.sender_user / (s.bps * seconds / 1e9) for s in got)
-        kernel = statistics.median(
-            (s.sender - s.sender_user) / (s.bps * seconds / 1e9) for s in got
-        )
-        print(f"    {mode:14} {bps / 1e9:7.2f} Gbit/s  {ratio:6.3f}   {user:.3f} + {kernel:.3f}")
+        delivered = [s for s in got if s.bps > 0]  # CPU per Gbit of the runs that delivered
+        cpu = "-"
+        if delivered:
+            user = statistics.median(s.sender_user / (s.bps * seconds / 1e9) for s in delivered)
+            kernel = statistics.median(
+                (s.sender - s.sender_user) / (s.bps * seconds / 1e9) for s in delivered
+            )
+            cpu = f"{user:.3f} + {kernel:.3f}"
+        print(f"    {mode:14} {bps / 1e9:7.2f} Gbit/s  {ratio:6.3f}   {cpu}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ does bench/kernelpaths.py's --packets (it reads the host's routes and neighbours
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -64,3 +65,34 @@ def test_kernelpaths_bad_flags(
     assert kp.main(argv) == 2
     assert ran == []
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_kernelpaths_a_refused_path_is_reported_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kp = _load(monkeypatch, "kernelpaths")
+    got = kp.perf.Sides(1e9, 1.0, 0.5, 0.5, 0.1)
+
+    def floor_run(lab: str, src: str, dst: str, seconds: float, cmd: list[str]) -> object:
+        if cmd[0] == "xdp":
+            raise subprocess.CalledProcessError(1, cmd, "", "bind AF_XDP: Invalid argument\n")
+        return got
+
+    monkeypatch.setattr(kp.perf, "floor_run", floor_run)
+    runs: dict[str, list[object]] = {m: [] for m in kp.MODES}
+    missing: dict[str, str] = {}
+    kp._round("lab", "h0", "h1", 1.0, lambda mode: [mode], runs, missing)
+    assert missing == {"xdp": "bind AF_XDP: Invalid argument"}
+    assert set(runs) == set(kp.MODES) - {"xdp"}
+    assert all(r == [got] for r in runs.values())
+
+
+def test_kernelpaths_a_failed_baseline_ends_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    kp = _load(monkeypatch, "kernelpaths")
+
+    def floor_run(*a: object) -> object:
+        raise subprocess.CalledProcessError(1, ["raw"], "", "socket: Operation not permitted\n")
+
+    monkeypatch.setattr(kp.perf, "floor_run", floor_run)
+    with pytest.raises(SystemExit, match="raw socket failed: socket: Operation not permitted"):
+        kp._round("lab", "h0", "h1", 1.0, lambda mode: [mode], {m: [] for m in kp.MODES}, {})
