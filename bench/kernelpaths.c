@@ -116,10 +116,16 @@ static void load(const char *path)
             fprintf(stderr, "bad packet record %d\n", npkts);
             exit(2);
         }
+        char *frame = pkt[npkts];
+        struct port *p = &ports[hdr[1]];
         pkt_len[npkts] = hdr[0];
         pkt_port[npkts] = hdr[1];
-        if (fread(pkt[npkts] + ETH_LEN, 1, hdr[0], f) != hdr[0])
+        if (fread(frame + ETH_LEN, 1, hdr[0], f) != hdr[0])
             die("short packet file");
+        /* the Ethernet header AF_XDP sends (the other paths start at the IPv6 header) */
+        memcpy(frame, p->dst, 6);
+        memcpy(frame + 6, p->src, 6);
+        frame[12] = (char)0x86, frame[13] = (char)0xdd;
         npkts++;
     }
     fclose(f);
@@ -240,10 +246,7 @@ static int post_xdp(int i)
     uint32_t len = pkt_len[i] + ETH_LEN, frames = (len + FRAME - 1) / FRAME;
     if (p->in_flight + frames > RING)
         return 0;
-    char *frame = pkt[i];
-    memcpy(frame, p->dst, 6);
-    memcpy(frame + 6, p->src, 6);
-    frame[12] = (char)0x86, frame[13] = (char)0xdd;
+    const char *frame = pkt[i];
     uint32_t prod = *p->tx_prod;
     for (uint32_t d = 0; d < frames; d++) {
         uint64_t addr = (uint64_t)(p->next_frame++ % FRAMES) * FRAME;

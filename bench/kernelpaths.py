@@ -67,12 +67,11 @@ def write_packets(lab: str, src: str, dst: str, path: str) -> None:
     """(in src's namespace) The floor's burst as the C program reads it, each packet with
     its port's index; print the ports."""
     from mrc_transport.io import batchio
-    from mrc_transport.io.endpoint import IO_MAX_BURST
 
-    enc, _, _ = perf.floor_burst(lab, src, dst)
+    enc, phs, _ = perf.floor_burst(lab, src, dst)
     ports: list[str] = []
     with open(path, "wb") as f:
-        for i in range(IO_MAX_BURST):
+        for i in range(len(phs)):
             pkt = bytes(enc.packet(i))
             port = _port(pkt[batchio.IPV6_DST])
             if port not in ports:
@@ -149,18 +148,17 @@ def run(seconds: float, repeat: int) -> None:
 def _report(runs: dict[str, list[perf.Sides]], seconds: float) -> None:
     print(f"  medians of {len(runs['raw'])} runs:")
     print(f"    {'':14} {'goodput':>12}  {'/ raw':>6}   sender CPU s/Gbit, user + kernel")
+    raw = [s.bps for s in runs["raw"]]
     for mode, got in runs.items():
-        bps = statistics.median(s.bps for s in got)
-        ratio = statistics.median(s.bps / r.bps for s, r in zip(got, runs["raw"], strict=True))
-        delivered = [s for s in got if s.bps > 0]  # CPU per Gbit of the runs that delivered
+        bps = [s.bps for s in got]
+        # CPU per Gbit of the runs that delivered anything
+        per = [s.per_gbit(seconds) for s in got if s.bps > 0]
         cpu = "-"
-        if delivered:
-            user = statistics.median(s.sender_user / (s.bps * seconds / 1e9) for s in delivered)
-            kernel = statistics.median(
-                (s.sender - s.sender_user) / (s.bps * seconds / 1e9) for s in delivered
-            )
-            cpu = f"{user:.3f} + {kernel:.3f}"
-        print(f"    {mode:14} {bps / 1e9:7.2f} Gbit/s  {ratio:6.3f}   {cpu}")
+        if per:
+            user = statistics.median(p[3] for p in per)
+            cpu = f"{user:.3f} + {statistics.median(p[1] - p[3] for p in per):.3f}"
+        print(f"    {mode:14} {statistics.median(bps) / 1e9:7.2f} Gbit/s  "
+              f"{perf.median_ratio(bps, raw):6.3f}   {cpu}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

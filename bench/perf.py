@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 UNSHAPED = LinkClass(rate_bps=40_000_000_000, mtu=9000, burst=8 << 20, limit=16 << 20, ecn="none")
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
+ME = [sys.executable, os.path.abspath(__file__)]  # this script, for its --blast and --drain
 
 
 def _children_cpu() -> float:
@@ -88,6 +89,12 @@ class Sides:
     """Of ``sender``, the seconds in user space (the rest is the kernel's: the send system
     calls and, in this lab, the forwarding through every switch namespace they carry)."""
 
+    def per_gbit(self, seconds: float) -> tuple[float, float, float, float]:
+        """CPU seconds per delivered gigabit over a ``seconds``-long transfer: both ends,
+        the sender, the receiver, the sender in user space."""
+        gbit = self.bps * seconds / 1e9
+        return self.cpu / gbit, self.sender / gbit, self.receiver / gbit, self.sender_user / gbit
+
 
 @dataclass(frozen=True)
 class Run:
@@ -103,11 +110,7 @@ class Run:
         return self.got.bps
 
     def per_gbit(self, seconds: float) -> tuple[float, float, float, float]:
-        """CPU seconds per delivered gigabit: both ends, the sender, the receiver, the
-        sender in user space."""
-        gbit = self.got.bps * seconds / 1e9
-        g = self.got
-        return g.cpu / gbit, g.sender / gbit, g.receiver / gbit, g.sender_user / gbit
+        return self.got.per_gbit(seconds)
 
 
 def measure(fn: Callable[[], Sides]) -> Run:
@@ -228,12 +231,12 @@ def _blast(
     """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
     ``send_raw6`` (or ``gso`` at a time by UDP GSO, or each burst ``encode``d afresh) as
     fast as one core can; print the sender's CPU seconds."""
-    from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST
     from mrc_transport.io.sockets import open_tx
 
     enc, phs, mss = floor_burst(lab, src, dst)
+    burst = len(phs)
     if gso:
-        send = _gso_sender([enc.packet(i) for i in range(FLOOR_BURST)], gso)
+        send = _gso_sender([enc.packet(i) for i in range(burst)], gso)
     elif encode:
         send = _encode_sender(phs, open_tx(), mss)
     else:
@@ -241,7 +244,7 @@ def _blast(
         send = lambda: enc.send(tx)  # noqa: E731
     c0, u0, t0 = time.process_time(), os.times().user, time.monotonic()
     while time.monotonic() - t0 < seconds:
-        if send() < FLOOR_BURST:
+        if send() < burst:
             time.sleep(0)  # the socket buffer is full: let the kernel drain it
     cpu, user = time.process_time() - c0, os.times().user - u0
     print(json.dumps({"cpu": cpu, "user": user, "seconds": time.monotonic() - t0}))
@@ -342,8 +345,7 @@ def floor(
     """Goodput and CPU of raw-socket sends alone: the IO a userspace MRC sender cannot
     avoid, without protocol or per-packet Python (``gso``: that many packets per send by
     UDP GSO instead, one path each; ``encode``: each burst encoded afresh in C first)."""
-    me = [sys.executable, os.path.abspath(__file__)]
-    blast = [*me, "--blast", lab, src, dst, str(seconds + 1), "--gso", str(gso),
+    blast = [*ME, "--blast", lab, src, dst, str(seconds + 1), "--gso", str(gso),
              *(["--encode"] if encode else [])]  # fmt: skip
     return floor_run(lab, src, dst, seconds, blast)
 
@@ -353,10 +355,10 @@ def floor_run(lab: str, src: str, dst: str, seconds: float, sender: list[str]) -
     prints its ``cpu``, ``user`` and ``seconds`` as JSON) in src's namespace while dst's
     drains; goodput over ``seconds`` and the CPU of both."""
     drain = subprocess.Popen(
-        ["ip", "netns", "exec", namespace(lab, dst), sys.executable, os.path.abspath(__file__),
-         "--drain", str(seconds)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        ["ip", "netns", "exec", namespace(lab, dst), *ME, "--drain", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert drain.stdout is not None
         drain.stdout.readline()  # "ready": the socket is bound
@@ -389,7 +391,7 @@ def _median(runs: list[Run], seconds: float) -> tuple[float, float, float, float
     return statistics.median(r.bps for r in runs), both, snd, rcv
 
 
-def _ratio(a: list[float], b: list[float]) -> float:
+def median_ratio(a: list[float], b: list[float]) -> float:
     """The median of the runs' ratios a/b (each pair measured back to back)."""
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
@@ -457,13 +459,13 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
           f"and checksummed from an 8 MB pool in one C call before its send, the least a C "
           f"data path without protocol pays: {med['enc'][0] / med['udp'][0]:.2f}x)")  # fmt: skip
     got = {k: [r.bps for r in rs] for k, rs in runs.items()}
-    print(f"    MRC / iperf3 UDP = {_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
-    print(f"    MRC / raw floor  = {_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
-    print(f"    MRC / iperf3 TCP = {_ratio(got['mrc'], got['tcp']):.3f}")
+    print(f"    MRC / iperf3 UDP = {median_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
+    print(f"    MRC / raw floor  = {median_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
+    print(f"    MRC / iperf3 TCP = {median_ratio(got['mrc'], got['tcp']):.3f}")
     for k, side in ((1, "sender"), (2, "receiver")):
         cpu = {key: [r.per_gbit(seconds)[k] for r in rs] for key, rs in runs.items()}
         print(f"    CPU per Gbit, MRC / iperf3 UDP, {side}: "
-              f"{_ratio(cpu['mrc'], cpu['udp']):.2f}x   (target <= 1.5x)")  # fmt: skip
+              f"{median_ratio(cpu['mrc'], cpu['udp']):.2f}x   (target <= 1.5x)")  # fmt: skip
     # the kernel's part is much the same for all three (the raw or UDP send, then every
     # switch namespace's forwarding, which runs in the sender's system call): what MRC
     # spends beyond the baselines is its user space
