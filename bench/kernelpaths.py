@@ -25,6 +25,7 @@ Run as root: .venv/bin/python bench/kernelpaths.py [--seconds N] [--repeat N]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -50,6 +51,7 @@ def _ip(*args: str) -> list[dict[str, object]]:
     return list(json.loads(out.stdout or "[]"))
 
 
+@functools.cache  # a burst repeats its few paths: ask the kernel once per destination
 def _port(dst: bytes) -> str:
     """(in the sender's namespace) ``IFNAME,SRCMAC,DSTMAC`` of the port and neighbour the
     kernel's route to ``dst`` takes."""
