@@ -38,7 +38,7 @@ from rich.console import Console
 
 from labs.topology import Topology
 from labs.units import parse_rate, parse_size
-from mrc_transport.demo.flows import Flow
+from mrc_transport.harness.flows import Flow
 from mrc_transport.repro.engine import ReproConfig, run_on_lab
 from mrc_transport.repro.measure import ends
 from mrc_transport.repro.spec import START_SPREAD_S, Fabric, Run, RunResult

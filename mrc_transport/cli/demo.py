@@ -155,9 +155,9 @@ def _need_root() -> None:
 
 def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
-    from mrc_transport.demo import schedule as sched
-    from mrc_transport.demo.errors import DemoError
     from mrc_transport.demo.failover import FailoverConfig, pick_hosts
+    from mrc_transport.harness import schedule as sched
+    from mrc_transport.harness.errors import DemoError
 
     topo, preset = _topology(args)
     try:
@@ -194,7 +194,7 @@ def _guarded(args: argparse.Namespace, run: Callable[[], dict[str, Any]]) -> int
     """A lab that exists or a bad target: usage (2). A run that went wrong (a child that
     failed, a command in the lab that failed): one line, exit 1. Not verified: exit 1."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
 
     try:
         doc = run()
@@ -213,7 +213,7 @@ def _collisions(args: argparse.Namespace) -> int:
         reshape,
         run_collisions,
     )
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
 
     topo, preset = _topology(args)
     try:

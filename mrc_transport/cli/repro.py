@@ -73,7 +73,7 @@ def fabric(exp: Experiment[Any], args: argparse.Namespace) -> tuple[Topology, st
     """The experiment's fabric: a file as it is, else a preset shaped by the experiment."""
     from labs.errors import LabError
     from labs.topology import load_yaml
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
 
     try:
         if args.topology:
@@ -85,7 +85,7 @@ def fabric(exp: Experiment[Any], args: argparse.Namespace) -> tuple[Topology, st
 
 def configs(args: argparse.Namespace) -> list[tuple[Experiment[Any], ReproConfig]]:
     """Every selected experiment with its config, all checked before any lab is built."""
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
     from mrc_transport.repro.engine import ReproConfig, check_plan
     from mrc_transport.repro.experiments import EXPERIMENTS
 
@@ -125,7 +125,7 @@ def _one(exp: Experiment[Any], cfg: ReproConfig) -> str:
     """Run one experiment: "verified", "NOT verified" or the one-line error it ended with.
     A lab that exists is the user's to fix (exit 2)."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
     from mrc_transport.repro.engine import run_experiment
 
     try:

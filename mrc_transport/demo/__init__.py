@@ -1,2 +1,3 @@
-"""Workshop demo building blocks: timelines, fault schedules, the TCP baseline, reports,
-plots and the live view. The `mrc demo` CLI wires them to the lab and the MRC endpoint."""
+"""The workshop demos: failover (faults under an MRC transfer and a TCP flow, with a live
+view) and collisions (the two-rack permutation). Each is a run of the experiments' harness
+(mrc_transport/harness/) that the `mrc demo` CLI starts."""

@@ -3,11 +3,11 @@
 Every host of rack 0 sends to a distinct host of rack 1 and every host of rack 1 to a
 distinct host of rack 0, all at the same time (the paper's two-rack permutation,
 mrc-protocol-notes.md "Headline comparisons"). First as one pinned TCP flow per pair
-(demo/tcpflow.py: ECMP hashes each flow onto one port and one T1 without looking at the
+(harness/tcpflow.py: ECMP hashes each flow onto one port and one T1 without looking at the
 others, so some uplinks carry two flows and some none), then as one MRC connection per
 pair (`mrc perf`, sprayed over every plane and T1). Per-flow throughput is measured from
 the receivers' delivery records over a common window that skips the start-up, and reported
-with min/max and Jain's index (demo/fairness.py).
+with min/max and Jain's index (harness/fairness.py).
 
 The lab is brought up once for both runs and ALWAYS torn down, children killed first.
 """
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.flows import Flow, Flows
-from mrc_transport.demo.timeline import Delivery
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.flows import Flow, Flows
+from mrc_transport.harness.timeline import Delivery
 
 TCP_PORT = 5201
 MRC_BASE_PORT = 4791
@@ -161,7 +161,7 @@ def pair_flows(
 async def _run(
     cfg: CollisionsConfig, flows: Sequence[Flow], tag: str, children: Any, res: RunResult
 ) -> None:
-    """Receivers, then every sender at once, then wait for all (demo/flows.py)."""
+    """Receivers, then every sender at once, then wait for all (harness/flows.py)."""
     import trio
 
     run = Flows(cfg.lab, cfg.topo, cfg.out, tag, children)
@@ -205,8 +205,8 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
     cfg.out/collisions.png."""
     from rich.console import Console
 
-    from mrc_transport.demo.plot import collisions_png
-    from mrc_transport.demo.report import write_json
+    from mrc_transport.harness.plot import collisions_png
+    from mrc_transport.harness.report import write_json
 
     console = console or Console()
     _check(cfg)
@@ -243,7 +243,7 @@ def _both_runs(
 
     from labs.apply import down, up
     from mrc_transport.demo.failover import unwrap
-    from mrc_transport.demo.procs import Children
+    from mrc_transport.harness.procs import Children
 
     children = Children(cfg.out / "logs")
     ecmp, mrc = RunResult(), RunResult()
@@ -270,7 +270,7 @@ def _report(
     ecmp_bps: dict[str, float],
     mrc_bps: dict[str, float],
 ) -> dict[str, Any]:
-    from mrc_transport.demo.report import collisions_report
+    from mrc_transport.harness.report import collisions_report
 
     port = float(cfg.topo.host_link.rate_bps)
     return collisions_report(

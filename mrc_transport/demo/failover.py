@@ -4,9 +4,9 @@ Theory of operation. On one host pair in different racks, the demo
 
 1. brings up the lab (``labs.apply.up``) under its own name;
 2. starts the receivers in the destination host's namespace: the TCP baseline
-   (demo/tcpflow.py) and `mrc perf -s -1`, both writing one delivery record per receive;
+   (harness/tcpflow.py) and `mrc perf -s -1`, both writing one delivery record per receive;
 3. starts the TCP sender alone and finds its T0-T1 link from the switches' tx counters
-   (ECMP hashes it; nobody can predict it: demo/schedule.py ``measure_tcp_link``), which
+   (ECMP hashes it; nobody can predict it: harness/schedule.py ``measure_tcp_link``), which
    fills the schedule's placeholders (@tcp-link, @tcp-t1, @src-port);
 4. starts the MRC client (`mrc perf -c --json-stream`); its ``start`` event is t_origin,
    the zero of the schedule and of every figure;
@@ -15,7 +15,7 @@ Theory of operation. On one host pair in different racks, the demo
 6. waits for every flow to end verified, reads the records and the fault log, and computes
    per fault the MRC stall, MRC recovery to 90% of the capacity that survives (the fraction
    of MRC's SRv6 paths the fault leaves alive, labs/paths.py) and the TCP stall
-   (demo/timeline.py), then writes report.json and timeline.png.
+   (harness/timeline.py), then writes report.json and timeline.png.
 
 The lab is torn down in a ``finally`` (also on Ctrl-C) after the children are killed.
 """
@@ -33,12 +33,12 @@ from typing import Any
 from labs import addressing
 from labs.paths import path_links, paths
 from labs.topology import Topology, namespace
-from mrc_transport.demo import schedule as sched
-from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.live import LiveSnapshot, format_fault
-from mrc_transport.demo.pauses import Pause, PauseWatch
-from mrc_transport.demo.records import read_records
-from mrc_transport.demo.report import (
+from mrc_transport.harness import schedule as sched
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.pauses import Pause, PauseWatch
+from mrc_transport.harness.records import read_records
+from mrc_transport.harness.report import (
     FaultRow,
     FlowKind,
     FlowReport,
@@ -49,7 +49,7 @@ from mrc_transport.demo.report import (
     print_summary,
     write_json,
 )
-from mrc_transport.demo.timeline import (
+from mrc_transport.harness.timeline import (
     Delivery,
     FaultWindow,
     Params,
@@ -271,7 +271,7 @@ class Outcome:
     tcp_tx_end: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     pauses: list[Pause] = field(default_factory=list)
-    """Times the whole machine stood still during the transfers (demo/pauses.py)."""
+    """Times the whole machine stood still during the transfers (harness/pauses.py)."""
     steal_s: float | None = None
     """CPU steal over the transfers, summed over CPUs (/proc/stat)."""
 
@@ -282,7 +282,7 @@ def _say(console: Any, text: str) -> None:
 
 def tcp_recv_argv(cfg: FailoverConfig) -> list[str]:
     """The baseline TCP receiver: records every delivery, reports progress every 0.1 s."""
-    from mrc_transport.demo.procs import tcpflow_argv
+    from mrc_transport.harness.procs import tcpflow_argv
 
     return tcpflow_argv(
         "recv", "--port", str(TCP_PORT), "--flow", "tcp", "--records",
@@ -293,7 +293,7 @@ def tcp_recv_argv(cfg: FailoverConfig) -> list[str]:
 def tcp_send_argv(cfg: FailoverConfig, dst: str) -> list[str]:
     """The baseline TCP sender, over the fabric's ECMP routes to dst. It runs longer than
     the MRC transfer: the link it hashed onto is measured first, and MRC starts late."""
-    from mrc_transport.demo.procs import tcpflow_argv
+    from mrc_transport.harness.procs import tcpflow_argv
 
     seconds = cfg.duration + MEASURE_S + START_SLACK_S
     address = str(addressing.baseline_address(cfg.topo, dst))
@@ -302,7 +302,7 @@ def tcp_send_argv(cfg: FailoverConfig, dst: str) -> list[str]:
 
 def mrc_server_argv(cfg: FailoverConfig) -> list[str]:
     """`mrc perf -s -1`: records every delivered message and its recovery events."""
-    from mrc_transport.demo.procs import perf_argv
+    from mrc_transport.harness.procs import perf_argv
 
     return perf_argv(
         "-s", "-1", "--lab", cfg.lab, "-p", str(MRC_PORT), "--json-stream", "-i", "0",
@@ -313,7 +313,7 @@ def mrc_server_argv(cfg: FailoverConfig) -> list[str]:
 
 def mrc_client_argv(cfg: FailoverConfig, dst: str) -> list[str]:
     """`mrc perf -c`: intervals for the live view, recovery events for the report."""
-    from mrc_transport.demo.procs import perf_argv
+    from mrc_transport.harness.procs import perf_argv
 
     return perf_argv(
         "-c", dst, "--lab", cfg.lab, "-p", str(MRC_PORT), "-t", f"{cfg.duration:.3f}",
@@ -408,7 +408,7 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
 
     from labs.apply import down, up
     from labs.faults import read_events
-    from mrc_transport.demo.procs import Children
+    from mrc_transport.harness.procs import Children
 
     cfg.out.mkdir(parents=True, exist_ok=True)
     children = Children(cfg.out / "logs")
@@ -568,7 +568,7 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     """The whole demo; returns the report (also written to cfg.out/report.json)."""
     from rich.console import Console
 
-    from mrc_transport.demo.plot import timeline_png
+    from mrc_transport.harness.plot import timeline_png
 
     console = console or Console()
     if os.geteuid() != 0:

@@ -1,7 +1,7 @@
 """Flows on a running lab: receivers first, then senders, each a child in its namespace.
 
 A ``Flow`` is data: which transport (MRC through `mrc perf`, or the pinned single-path TCP
-baseline of demo/tcpflow.py), between which hosts, on which port, for how long. ``Flows``
+baseline of harness/tcpflow.py), between which hosts, on which port, for how long. ``Flows``
 runs a set of them on one lab and keeps what they said:
 
 - ``start_receivers`` starts every receiver and returns once each listens;
@@ -10,7 +10,7 @@ runs a set of them on one lab and keeps what they said:
 - ``finish`` waits for every child and judges each flow: MRC by the client's exit code and
   its digests (xxh3 of every byte, both ends), TCP by the receiver's pattern check and its
   byte count against the sender's;
-- ``deliveries`` reads the receivers' records (demo/records.py), one per delivery.
+- ``deliveries`` reads the receivers' records (harness/records.py), one per delivery.
 
 The collisions demo and `mrc repro` run their flows through it.
 """
@@ -26,10 +26,10 @@ from typing import Any
 
 from labs import addressing
 from labs.topology import Topology, namespace
-from mrc_transport.demo.procs import Child, Children, perf_argv, tcpflow_argv, warm_argv
-from mrc_transport.demo.records import read_records
-from mrc_transport.demo.report import FlowKind
-from mrc_transport.demo.timeline import Delivery
+from mrc_transport.harness.procs import Child, Children, perf_argv, tcpflow_argv, warm_argv
+from mrc_transport.harness.records import read_records
+from mrc_transport.harness.report import FlowKind
+from mrc_transport.harness.timeline import Delivery
 from mrc_transport.io import eventlog
 from mrc_transport.perf.report import EndDoc
 
@@ -151,7 +151,7 @@ class Flows:
         together: bool = False,
     ) -> None:
         """Start the senders of ``flows`` (their receivers must listen). ``together``:
-        each imports first (demo/launch.py) and all are let go at once, so they start
+        each imports first (harness/launch.py) and all are let go at once, so they start
         sending within a fraction of a second rather than one import apart.
         ``wait_start``: return once each has started sending."""
         for flow in flows:

@@ -6,10 +6,10 @@ a CPU second importing (trio, cffi, the endpoint), so they start sending seconds
 an experiment whose flows must start together (an incast, a permutation) would measure
 the start-up. Launched through this module, a child imports first, prints
 {"event": "ready"} and runs the module's ``main`` only when a line arrives on stdin; the
-parent (demo/flows.py) sends that line to every sender at once.
+parent (harness/flows.py) sends that line to every sender at once.
 
-    python -m mrc_transport.demo.launch mrc_transport.cli.main perf -c h0 ...
-    python -m mrc_transport.demo.launch mrc_transport.demo.tcpflow send ...
+    python -m mrc_transport.harness.launch mrc_transport.cli.main perf -c h0 ...
+    python -m mrc_transport.harness.launch mrc_transport.harness.tcpflow send ...
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ WARM: dict[str, tuple[str, ...]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        print("launch: usage: python -m mrc_transport.demo.launch MODULE ARGS...", file=sys.stderr)
+        print(
+            "launch: usage: python -m mrc_transport.harness.launch MODULE ARGS...", file=sys.stderr
+        )
         return 2
     module, *rest = args
     for name in WARM.get(module, ()):

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mrc_transport.demo.fairness import fairness
-from mrc_transport.demo.timeline import FaultWindow, Goodput
+from mrc_transport.harness.fairness import fairness
+from mrc_transport.harness.timeline import FaultWindow, Goodput
 
 MRC_COLOURS = ("#1f77b4", "#17becf", "#2ca02c", "#9467bd")
 TCP_COLOURS = ("#d62728", "#ff7f0e", "#8c564b", "#e377c2")

@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from mrc_transport.demo.errors import DemoError
+from mrc_transport.harness.errors import DemoError
 from mrc_transport.perf.report import EndDoc, ReportError
 
 Event = dict[str, Any]
@@ -34,15 +34,15 @@ def perf_argv(*args: str) -> list[str]:
 
 
 def tcpflow_argv(*args: str) -> list[str]:
-    return [PYTHON, "-m", "mrc_transport.demo.tcpflow", *args]
+    return [PYTHON, "-m", "mrc_transport.harness.tcpflow", *args]
 
 
 def warm_argv(argv: Sequence[str]) -> list[str]:
-    """``python -m MODULE ARGS`` started through demo/launch.py: it imports, prints a
+    """``python -m MODULE ARGS`` started through harness/launch.py: it imports, prints a
     ``ready`` event and runs only after ``Child.go`` (the child needs ``stdin=True``)."""
     if len(argv) < 3 or argv[1] != "-m":
         raise ValueError(f"not a `python -m MODULE` command line: {argv!r}")
-    return [argv[0], "-m", "mrc_transport.demo.launch", *argv[2:]]
+    return [argv[0], "-m", "mrc_transport.harness.launch", *argv[2:]]
 
 
 def _event_of(line: str) -> Event | None:

@@ -1,7 +1,7 @@
 """Delivery records on disk: one JSON object per line, {"t_mono", "nbytes", "flow"}.
 
-The TCP baseline's receiver writes them (demo/tcpflow.py) and the MRC receiver will too,
-so the demo joins both with the lab's event log (demo/timeline.py) in one format."""
+The TCP baseline's receiver writes them (harness/tcpflow.py) and the MRC receiver will too,
+so the demo joins both with the lab's event log (harness/timeline.py) in one format."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mrc_transport import jsonl
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.timeline import Delivery
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.timeline import Delivery
 from mrc_transport.perf.records import record, record_line
 
 __all__ = ["parse_record", "read_records", "record", "record_line", "write_records"]

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mrc_transport import jsonl
-from mrc_transport.demo.fairness import fairness
-from mrc_transport.demo.pauses import Pause, longest_overlap
-from mrc_transport.demo.timeline import FaultResult, FlowFault, FlowTotals, Stall
+from mrc_transport.harness.fairness import fairness
+from mrc_transport.harness.pauses import Pause, longest_overlap
+from mrc_transport.harness.timeline import FaultResult, FlowFault, FlowTotals, Stall
 
 FlowKind = Literal["mrc", "tcp"]
 REPORT_VERSION = 1
@@ -52,7 +52,7 @@ class FlowReport:
     flow's own delivery jitter (a userspace endpoint is descheduled now and then), the
     floor to read a stall after a fault against."""
     healthy_gap_host_pause_ms: float | None = None
-    """The longest time the machine stood still during that gap (demo/pauses.py; None:
+    """The longest time the machine stood still during that gap (harness/pauses.py; None:
     not watched)."""
 
 
@@ -92,7 +92,7 @@ class FaultRow:
     """Retransmission timeouts MRC's sender fired during that stall (its --events log;
     None: no log). A stall ended by an RTO is a loss that loss detection did not find."""
     host_pause_ms: float | None = None
-    """The longest time the whole machine stood still during that stall (demo/pauses.py;
+    """The longest time the whole machine stood still during that stall (harness/pauses.py;
     None: not watched). Such a stall is the machine's, not the protocol's."""
 
 
@@ -268,7 +268,7 @@ def explain_stalls(
 ) -> list[FaultRow]:
     """rows with what happened during each worst MRC stall: ``mrc_stall_rtos`` counted
     from an MRC sender's event log (io/eventlog.py records: ``t_mono``, ``event``) and
-    ``host_pause_ms``, the longest time the machine stood still then (demo/pauses.py)."""
+    ``host_pause_ms``, the longest time the machine stood still then (harness/pauses.py)."""
     fired = sorted(float(e["t_mono"]) for e in events or () if e.get("event") == "rto_fired")
     out = []
     for r in rows:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from labs.errors import LabError
 from labs.topology import Topology, namespace
 from labs.yamlfile import read_yaml
-from mrc_transport.demo.errors import DemoError
+from mrc_transport.harness.errors import DemoError
 
 ACTIONS = ("cut", "restore", "flap", "degrade", "fail", "unfail")
 LINK_ACTIONS = frozenset({"cut", "flap", "degrade"})

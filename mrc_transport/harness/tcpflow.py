@@ -2,14 +2,14 @@
 
 iperf3 reports at best every 100 ms; the demo needs 10 ms bins and the exact gap a cut
 leaves, so this receiver logs (time.monotonic(), nbytes) after every recv(), in the same
-record format as the MRC receiver (demo/records.py). The sender writes a deterministic
+record format as the MRC receiver (harness/records.py). The sender writes a deterministic
 byte pattern and the receiver checks every byte, so the baseline is verified too.
 
 Pattern: a SHAKE-256 keystream of PERIOD bytes (an odd length, so a lost or repeated
 segment cannot line up with the pattern again by chance of alignment), repeated. The
 receiver also reports the byte count, which the caller compares with the sender's.
 
-Run inside a lab namespace with ``ip netns exec NS python -m mrc_transport.demo.tcpflow``:
+Run inside a lab namespace with ``ip netns exec NS python -m mrc_transport.harness.tcpflow``:
 
     recv --port 5201 --flow tcp --records tcp.jsonl   # prints {"event": "listening", ...}
     send fd00:6d72:a000:: --port 5201 -t 10           # prints {"event": "end", ...}
@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.records import record_line, write_records
-from mrc_transport.demo.timeline import Delivery
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.records import record_line, write_records
+from mrc_transport.harness.timeline import Delivery
 
 PERIOD = (1 << 20) + 7
 """Pattern length in bytes (odd: see the module docstring)."""
@@ -353,7 +353,7 @@ def _emit(obj: dict[str, Any]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m mrc_transport.demo.tcpflow",
+        prog="python -m mrc_transport.harness.tcpflow",
         description="TCP baseline flow with per-recv records",
     )
     sub = parser.add_subparsers(dest="role", required=True)

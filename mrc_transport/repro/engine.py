@@ -7,11 +7,11 @@ Theory of operation. For an experiment and a fabric, the engine
    ``finally``, kills every child and tears the lab down, also on Ctrl-C and on errors;
 3. per run, on that lab: starts every receiver, then every sender, and takes the
    moment the last of them started as the run's origin (time 0); plays the fault schedule,
-   one lane per target (repro/faults.py, demo/schedule.py's ``run_schedule``); waits for
+   one lane per target (repro/faults.py, harness/schedule.py's ``run_schedule``); waits for
    every flow and judges its bytes
-   (demo/flows.py); reads the records, the lab's fault log (paired into windows by
-   demo/timeline.py) and the MRC senders' recovery events; samples the CPUs
-   (repro/machine.py) and watches for host pauses (demo/pauses.py);
+   (harness/flows.py); reads the records, the lab's fault log (paired into windows by
+   harness/timeline.py) and the MRC senders' recovery events; samples the CPUs
+   (repro/machine.py) and watches for host pauses (harness/pauses.py);
 4. hands the runs to the experiment's ``measure`` and ``plot`` and writes NAME.json,
    NAME.png and NAME.md (repro/result.py).
 """
@@ -29,11 +29,11 @@ from typing import Any
 
 from labs.errors import LabError
 from labs.topology import Topology
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.flows import Flows, mrc_counters
-from mrc_transport.demo.procs import Children
-from mrc_transport.demo.schedule import Step, check_targets, run_schedule
-from mrc_transport.demo.timeline import pair_events
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.flows import Flows, mrc_counters
+from mrc_transport.harness.procs import Children
+from mrc_transport.harness.schedule import Step, check_targets, run_schedule
+from mrc_transport.harness.timeline import pair_events
 from mrc_transport.repro.faults import FabricFaults, group_links, is_group, lanes
 from mrc_transport.repro.spec import Experiment, Run, RunResult
 
@@ -141,7 +141,7 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
 
     from labs.faults import read_events
     from mrc_transport.demo.failover import label_flaps, unwrap
-    from mrc_transport.demo.pauses import PauseWatch
+    from mrc_transport.harness.pauses import PauseWatch
     from mrc_transport.repro.machine import cpu_times, cpu_use
 
     res = RunResult(run)

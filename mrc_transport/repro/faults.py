@@ -1,13 +1,13 @@
 """Fault schedules on groups of links, and schedules played a lane per target.
 
-The demo's schedule (demo/schedule.py) names one target per step. The paper's loss
+The demo's schedule (harness/schedule.py) names one target per step. The paper's loss
 experiment puts random loss on every link at once, so a repro step may name a group:
 ``@links`` (every link of the fabric) or ``@t0-t1`` (every T0-T1 link); degrade and
 restore of a group are done in one batch (``Lab.degrade_many``) and logged as one event.
 Links joined by ``+`` ("h0:t0-p0-0+h0:t0-p1-0") flap and are restored together
 (``Lab.flap_many``, ``Lab.restore_many``): links of one node restored one by one trip over
 each other's multipath routes. ``FabricFaults`` is the lab
-(labs/faults.py ``Lab``) as demo/schedule.py's FaultInjector with these targets.
+(labs/faults.py ``Lab``) as harness/schedule.py's FaultInjector with these targets.
 
 ``run_schedule`` plays its steps one after another and a flap sleeps through its cycles,
 so two links flapping together need two schedules: ``lanes`` splits a schedule into one
@@ -21,8 +21,8 @@ from typing import Any
 
 from labs.faults import Event, Lab
 from labs.topology import Topology
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.schedule import Step
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.schedule import Step
 
 GROUPS = {"@links": "every link", "@t0-t1": "every T0-T1 link"}
 
@@ -90,5 +90,5 @@ class FabricFaults:
         return self.lab.fail(target)
 
     def unfail(self, target: str) -> Event | list[Event]:
-        # demo/schedule.py's apply_step sends a restore of a target without "a:b" here
+        # harness/schedule.py's apply_step sends a restore of a target without "a:b" here
         return self.restore(target) if is_group(target) else self.lab.unfail(target)

@@ -1,4 +1,4 @@
-"""The experiments' PNGs, drawn by demo/plot.py: goodput timelines with the faults shaded,
+"""The experiments' PNGs, drawn by harness/plot.py: goodput timelines with the faults shaded,
 and grouped bars."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from mrc_transport.demo.plot import timeline_png
-from mrc_transport.demo.timeline import Delivery, FaultWindow, Goodput, goodput
+from mrc_transport.harness.plot import timeline_png
+from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput, goodput
 from mrc_transport.repro.spec import RunResult
 
 

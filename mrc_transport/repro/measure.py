@@ -1,4 +1,4 @@
-"""Measures the experiments share, on delivery records (demo/timeline.py): a flow's
+"""Measures the experiments share, on delivery records (harness/timeline.py): a flow's
 goodput over a window, an aggregate of flows, how deep and long a dip was, and words.
 
 Pure: no IO, no clock.
@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from mrc_transport.demo.collisions import window_rates
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.timeline import Delivery, FaultWindow, Goodput, recovery_time
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput, recovery_time
 from mrc_transport.repro.spec import RunResult
 
 HOLD_BINS = 5

@@ -3,7 +3,7 @@
 The JSON is for scripts and for docs/repro.md: ``verified`` is true only when every byte
 of every flow of every run (MRC and TCP) arrived and matched; ``rows`` hold the paper's
 claims side by side with the lab's figures and a verdict in words; ``measured`` the
-figures themselves; ``runs`` per run its flows (demo/report.py's FlowReport), the faults
+figures themselves; ``runs`` per run its flows (harness/report.py's FlowReport), the faults
 as the lab logged them and the CPU; ``machine`` the date, the kernel, the load and whether
 any run was CPU-bound (repro/machine.py). Times are seconds since each run's origin.
 """
@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mrc_transport.demo.report import flow_reports, write_json
-from mrc_transport.demo.timeline import flow_totals
+from mrc_transport.harness.report import flow_reports, write_json
+from mrc_transport.harness.timeline import flow_totals
 from mrc_transport.repro.spec import Experiment, Findings, RunResult
 
 RESULT_VERSION = 1

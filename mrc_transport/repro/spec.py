@@ -6,8 +6,8 @@ comparisons", "Testbed figures (Fig. 9)", "Failure behaviour reported in product
 ``quick``, seconds long, for the lab tests), and three pure functions of the topology and
 the knobs:
 
-- ``plan``: the runs, each a set of flows (demo/flows.py) started together and a fault
-  schedule (demo/schedule.py steps, on ``@links``/``@t0-t1`` groups too), with a length;
+- ``plan``: the runs, each a set of flows (harness/flows.py) started together and a fault
+  schedule (harness/schedule.py steps, on ``@links``/``@t0-t1`` groups too), with a length;
 - ``measure``: from the finished runs (``RunResult``: delivery records, verification, the
   lab's fault log, the senders' recovery events, the CPU), the paper's claims side by side
   with the lab's figures (``Row``) and the figures themselves for the JSON;
@@ -25,11 +25,11 @@ from typing import Any, Generic, TypeVar
 
 from labs.errors import LabError
 from labs.topology import Topology, preset
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.flows import Flow
-from mrc_transport.demo.pauses import Pause
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import Delivery, FaultWindow
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.pauses import Pause
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import Delivery, FaultWindow
 from mrc_transport.perf.report import EndDoc
 from mrc_transport.repro.machine import CpuUse
 
@@ -79,7 +79,7 @@ class RunResult:
     verified: dict[str, bool] = field(default_factory=dict)
     """Per flow: every byte arrived and matched."""
     counters: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per MRC flow: retransmits, lost, evs_retired, evs_readmitted (demo/flows.py)."""
+    """Per MRC flow: retransmits, lost, evs_retired, evs_readmitted (harness/flows.py)."""
     recovery: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per MRC flow with ``events``: its sender's recovery events (io/eventlog.py)."""
     receiver_recovery: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -87,11 +87,11 @@ class RunResult:
     played: list[tuple[Step, float, float]] = field(default_factory=list)
     """Each step with the monotonic times before and after it ran."""
     faults: list[FaultWindow] = field(default_factory=list)
-    """The lab's fault log during the run, as windows (demo/timeline.py)."""
+    """The lab's fault log during the run, as windows (harness/timeline.py)."""
     cpu: CpuUse | None = None
     """How busy the machine was during the run."""
     pauses: list[Pause] = field(default_factory=list)
-    """Times the whole machine stood still (demo/pauses.py)."""
+    """Times the whole machine stood still (harness/pauses.py)."""
     mrc_cpu_s: float = 0.0
     """CPU seconds the MRC clients reported spending (their end documents)."""
     mrc_ends: dict[str, EndDoc] = field(default_factory=dict)

@@ -96,7 +96,7 @@ def test_the_lab_is_torn_down_after_an_error(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from mrc_transport.demo.errors import DemoError
+    from mrc_transport.harness.errors import DemoError
 
     seen: list[bool] = []
 

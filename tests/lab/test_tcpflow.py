@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mrc_transport.demo.records import read_records
-from mrc_transport.demo.timeline import FaultWindow, Params, analyse, goodput
+from mrc_transport.harness.records import read_records
+from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
 from tests.lab.conftest import require_root_netns
 
 pytestmark = pytest.mark.lab
@@ -79,7 +79,7 @@ def pair() -> Iterator[Pair]:
 
 def _tcpflow(ns: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "mrc_transport.demo.tcpflow", *args],
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "mrc_transport.harness.tcpflow", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -195,8 +195,8 @@ def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(
     from labs import addressing
     from labs.faults import Lab, read_events
     from labs.topology import namespace
-    from mrc_transport.demo.schedule import measure_tcp_link
-    from mrc_transport.demo.timeline import pair_events
+    from mrc_transport.harness.schedule import measure_tcp_link
+    from mrc_transport.harness.timeline import pair_events
 
     lab = Lab(tiny_lab)
     dst = str(addressing.baseline_address(lab.topo, "h2"))

@@ -22,7 +22,8 @@ PROTOCOL = (*WIRE, "mrc_transport.protocol")
 LABS = ("srv6", "labs", "mrc_transport.wire.frames")
 IO = (*PROTOCOL, "mrc_transport.io", "mrc_transport.jsonl", "labs")
 PERF = (*IO, "mrc_transport.perf")
-APPS = (*PERF, "mrc_transport.demo", "mrc_transport.repro")
+HARNESS = (*PERF, "mrc_transport.harness")
+APPS = (*HARNESS, "mrc_transport.demo", "mrc_transport.repro")
 
 ALLOWED: dict[str, tuple[str, ...]] = {
     "srv6": ("srv6",),
@@ -31,6 +32,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "labs": LABS,
     "mrc_transport.io": IO,
     "mrc_transport.perf": PERF,
+    "mrc_transport.harness": HARNESS,
     "mrc_transport.demo": APPS,
     "mrc_transport.repro": APPS,
 }

@@ -13,7 +13,6 @@ from labs.paths import paths
 from labs.topology import preset
 from mrc_transport.cli.main import main
 from mrc_transport.demo.collisions import permutation, reshape, window_rates
-from mrc_transport.demo.errors import DemoError
 from mrc_transport.demo.failover import (
     MRC_EVENTS,
     MRC_SERVER_EVENTS,
@@ -27,8 +26,9 @@ from mrc_transport.demo.failover import (
     tcp_recv_argv,
     tcp_send_argv,
 )
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import Delivery, FaultWindow
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import Delivery, FaultWindow
 from tests.unit.helpers import error_line
 
 pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built

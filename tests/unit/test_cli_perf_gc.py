@@ -11,7 +11,7 @@ import pytest
 
 from mrc_transport.cli import main as cli_main
 from mrc_transport.cli import perf as cli_perf
-from mrc_transport.demo import tcpflow
+from mrc_transport.harness import tcpflow
 from mrc_transport.perf import client, output, server
 
 

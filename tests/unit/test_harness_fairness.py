@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mrc_transport.demo.fairness import fairness, jain_index, min_over_max
+from mrc_transport.harness.fairness import fairness, jain_index, min_over_max
 
 
 def test_equal_flows_are_perfectly_fair() -> None:

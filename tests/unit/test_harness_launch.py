@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from mrc_transport.demo.launch import WARM
+from mrc_transport.harness.launch import WARM
 
 
 @pytest.mark.parametrize("name", sorted({m for mods in WARM.values() for m in mods} | set(WARM)))

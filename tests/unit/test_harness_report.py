@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mrc_transport.demo.pauses import Pause, PauseWatch, longest_overlap
-from mrc_transport.demo.plot import collisions_png, timeline_png
-from mrc_transport.demo.report import (
+from mrc_transport.harness.pauses import Pause, PauseWatch, longest_overlap
+from mrc_transport.harness.plot import collisions_png, timeline_png
+from mrc_transport.harness.report import (
     FlowReport,
     all_mrc_verified,
     collisions_report,
@@ -21,7 +21,7 @@ from mrc_transport.demo.report import (
     print_summary,
     write_json,
 )
-from mrc_transport.demo.timeline import (
+from mrc_transport.harness.timeline import (
     Delivery,
     FaultWindow,
     analyse,
@@ -247,7 +247,7 @@ def test_pause_watch_sees_a_stopped_process() -> None:
     # A child that watches itself; SIGSTOP/SIGCONT stand in for the hypervisor.
     code = (
         "import json, time\n"
-        "from mrc_transport.demo.pauses import PauseWatch\n"
+        "from mrc_transport.harness.pauses import PauseWatch\n"
         "with PauseWatch() as w:\n"
         "    print('up', flush=True)\n"
         "    input()\n"
@@ -287,7 +287,7 @@ def test_longest_overlap() -> None:
 
 
 def test_a_healthy_gap_during_a_host_pause_says_so() -> None:
-    from mrc_transport.demo.timeline import Stall
+    from mrc_transport.harness.timeline import Stall
 
     totals = flow_totals(MRC + TCP, T0, T0 + 10.0)
     gaps = {"mrc": Stall(T0 + 5.0, T0 + 5.104, False), "tcp": Stall(T0 + 1.0, T0 + 1.2, False)}

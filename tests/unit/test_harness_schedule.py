@@ -8,8 +8,8 @@ import pytest
 import trio
 
 from labs.topology import preset
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.schedule import (
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.schedule import (
     Step,
     apply_step,
     bindings_for,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.records import read_records, write_records
-from mrc_transport.demo.tcpflow import (
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.records import read_records, write_records
+from mrc_transport.harness.tcpflow import (
     PERIOD,
     Pattern,
     RecvResult,
@@ -20,7 +20,7 @@ from mrc_transport.demo.tcpflow import (
     receive,
     send,
 )
-from mrc_transport.demo.timeline import Delivery
+from mrc_transport.harness.timeline import Delivery
 
 PAT = Pattern("test")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mrc_transport.demo.timeline import (
+from mrc_transport.harness.timeline import (
     Delivery,
     FaultWindow,
     Params,
@@ -188,7 +188,7 @@ def test_baseline_uses_only_the_last_pre_seconds() -> None:
 
 
 def test_recovery_time_needs_the_mean_of_hold_bins() -> None:
-    from mrc_transport.demo.timeline import Goodput
+    from mrc_transport.harness.timeline import Goodput
 
     g = Goodput(0.0, 0.01, (100.0, 0.0, 100.0, 0.0, 100.0, 100.0, 100.0, 0.0))
     assert recovery_time(g, 0.0, 90.0, 1, 1.0) == 0.0
@@ -204,7 +204,7 @@ def test_recovery_time_needs_the_mean_of_hold_bins() -> None:
 def test_recovery_time_looks_past_bursty_bins() -> None:
     """A receiver that delivers in bursts: bins alternate 40 and 160 around a mean of
     100; every-bin criteria would never call it recovered."""
-    from mrc_transport.demo.timeline import Goodput
+    from mrc_transport.harness.timeline import Goodput
 
     g = Goodput(0.0, 0.01, (0.0, 0.0) + (40.0, 160.0) * 10)
     assert recovery_time(g, 0.0, 90.0, 4, 1.0) == pytest.approx(0.02)
@@ -234,7 +234,7 @@ def test_pair_events_from_the_lab_log() -> None:
 
 
 def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
-    from mrc_transport.demo.timeline import healthy_gap_at
+    from mrc_transport.harness.timeline import healthy_gap_at
 
     def healthy_gap(*args: Any, **kwargs: Any) -> float | None:
         gap = healthy_gap_at(*args, **kwargs)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from mrc_transport.demo.procs import Child
+from mrc_transport.harness.procs import Child
 
 
 def test_kill_outside_trio_of_an_exited_unreaped_child(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mrc_transport.demo.timeline import Delivery, FaultWindow, Goodput
+from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput
 from mrc_transport.repro import result
 from mrc_transport.repro.engine import ReproConfig
 from mrc_transport.repro.experiments import EXPERIMENTS, blackhole, cascade, flapping, incast, loss

@@ -11,7 +11,7 @@ import pytest
 from labs.paths import path_links, paths
 from labs.topology import preset
 from mrc_transport.demo.collisions import permutation
-from mrc_transport.demo.errors import DemoError
+from mrc_transport.harness.errors import DemoError
 from mrc_transport.repro.engine import check_plan, unique_lab
 from mrc_transport.repro.experiments import (
     EXPERIMENTS,
@@ -214,7 +214,7 @@ def test_t1_blackhole_is_all_to_all_around_one_t1() -> None:
 
 
 def test_lanes_split_by_target_in_time_order() -> None:
-    from mrc_transport.demo.schedule import Step
+    from mrc_transport.harness.schedule import Step
 
     a1, b1, a2 = Step(0.5, "cut", "a:b"), Step(1, "flap", "c:d"), Step(3, "restore", "a:b")
     assert lanes([a2, b1, a1]) == [[a1, a2], [b1]]
@@ -231,7 +231,7 @@ def test_fabric_reshapes_a_preset_and_refuses_nonsense() -> None:
 
 
 def test_a_target_not_in_the_fabric_is_refused_before_any_lab() -> None:
-    from mrc_transport.demo.schedule import Step
+    from mrc_transport.harness.schedule import Step
 
     topo = preset("tiny")
     bad = Run("x", _runs(EXPERIMENTS["port-loss"], True)[0].flows, 5, (Step(1, "fail", "h9:p0"),))
@@ -258,7 +258,7 @@ class _FakeLab:
 
 
 def test_fabric_faults_send_groups_to_the_batched_forms() -> None:
-    from mrc_transport.demo.schedule import Step, apply_step
+    from mrc_transport.harness.schedule import Step, apply_step
     from mrc_transport.repro.faults import FabricFaults
 
     lab = _FakeLab()

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from mrc_transport.demo.errors import DemoError
-from mrc_transport.demo.tcpflow import (
+from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.tcpflow import (
     Pattern,
     RecvResult,
     listen,

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.demo.flows import Flow
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import FaultWindow, goodput
+from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import FaultWindow, goodput
 from mrc_transport.repro.figures import run_timeline
 from mrc_transport.repro.measure import dip, first_fault, merged, ms, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (

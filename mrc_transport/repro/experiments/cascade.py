@@ -26,8 +26,8 @@ from typing import Any
 from labs.paths import path_links, paths
 from labs.topology import Topology
 from mrc_transport.demo.failover import pick_hosts
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import FaultWindow, analyse, goodput
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import FaultWindow, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
 from mrc_transport.repro.measure import dip, ms, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (

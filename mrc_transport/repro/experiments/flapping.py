@@ -23,8 +23,8 @@ from pathlib import Path
 
 from labs.topology import Topology
 from mrc_transport.demo.failover import pick_hosts
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import goodput, longest_stall
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import goodput, longest_stall
 from mrc_transport.repro.figures import run_timeline
 from mrc_transport.repro.measure import back_to, ms, pct, rate, ratio, secs, warm
 from mrc_transport.repro.spec import (

@@ -21,9 +21,9 @@ from typing import Any
 
 from labs.topology import Topology
 from mrc_transport.demo.failover import pick_hosts
-from mrc_transport.demo.flows import Flow
-from mrc_transport.demo.plot import MRC_COLOURS, TCP_COLOURS, grouped_bars_png
-from mrc_transport.demo.schedule import Step
+from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.plot import MRC_COLOURS, TCP_COLOURS, grouped_bars_png
+from mrc_transport.harness.schedule import Step
 from mrc_transport.repro.measure import mbit, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (
     MRC_BASE_PORT,

@@ -7,7 +7,7 @@ few seconds in production); the peers learn it from the SACK port bitmap.
 
 Lab: one MRC connection between racks; at ``fail_at`` the receiver's port in plane 1 goes
 admin down (labs/faults.py ``fail HOST:PORT``), ``down_s`` later it comes back. Measured
-with the failover demo's analysis (demo/timeline.py): the longest delivery gap, the time
+with the failover demo's analysis (harness/timeline.py): the longest delivery gap, the time
 until goodput holds 90% of what the ports left can carry (the share of MRC's paths the
 fault leaves, failover.path_killed), when the sender took the plane out of use (its
 ``plane_down`` event), and the time back to full rate after the port returns.
@@ -22,8 +22,8 @@ from pathlib import Path
 from labs.paths import paths
 from labs.topology import Topology
 from mrc_transport.demo.failover import path_killed, pick_hosts
-from mrc_transport.demo.schedule import Step
-from mrc_transport.demo.timeline import FaultWindow, Params, analyse, goodput
+from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
 from mrc_transport.repro.measure import back_to, first_fault, mbit, ms, pct, rate, ratio
 from mrc_transport.repro.spec import (
