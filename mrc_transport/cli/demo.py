@@ -155,9 +155,10 @@ def _need_root() -> None:
 
 def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
-    from mrc_transport.demo.failover import FailoverConfig, pick_hosts
+    from mrc_transport.demo.failover import FailoverConfig
     from mrc_transport.harness import schedule as sched
     from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.patterns import pick_hosts
 
     topo, preset = _topology(args)
     try:

@@ -24,16 +24,9 @@ from typing import Any
 from labs.topology import Topology
 from mrc_transport.harness.errors import DemoError
 from mrc_transport.harness.flows import Flow, Flows
+from mrc_transport.harness.patterns import pair_flows, pair_name, permutation
 from mrc_transport.harness.timeline import Delivery
-
-TCP_PORT = 5201
-MRC_BASE_PORT = 4791
-"""Pair k's MRC endpoints use UDP port MRC_BASE_PORT + k: a host runs a client and a
-server at once, and two endpoints cannot share a port in one namespace."""
-WARMUP_S = 1.0
-"""Skipped after the LAST flow's first delivery (slow start, NSCC's first RTTs)."""
-TAIL_S = 0.5
-"""Skipped before the FIRST flow's last delivery (senders stop at different times)."""
+from mrc_transport.harness.windows import TAIL_S, WARMUP_S, common_window, window_rates
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,56 +79,6 @@ def check_fabric(topo: Topology) -> None:
         raise DemoError("the collisions demo needs at least 2 racks")
 
 
-def permutation(topo: Topology) -> list[tuple[str, str]]:
-    """(src, dst) pairs: rack 0 host i -> rack 1 host i, rack 1 host i -> rack 0 host i+1,
-    so every host sends once and receives once and no pair is a reversed pair (when a rack
-    has more than one host)."""
-    a, b = topo.hosts_in_rack(0), topo.hosts_in_rack(1)
-    n = len(a)
-    return [(a[i], b[i]) for i in range(n)] + [(b[i], a[(i + 1) % n]) for i in range(n)]
-
-
-def pair_name(src: str, dst: str) -> str:
-    return f"{src}->{dst}"
-
-
-def common_window(
-    deliveries: Sequence[Delivery], flows: Sequence[str], t_start: float, t_end: float
-) -> tuple[float, float]:
-    """The span in which every flow that delivered anything was running: from the last
-    flow's first delivery + WARMUP_S to the first flow's last delivery - TAIL_S.
-
-    Why not [t_start + WARMUP_S, t_end - TAIL_S]: each MRC end is a Python process that
-    imports, loads the lab's paths and does a SETUP handshake, 8-16 of them at once on a
-    few cores, so the MRC flows' first bytes arrive seconds after the launch, and a window
-    anchored at the launch would count not-yet-started flows as zero throughput. A flow
-    that delivered nothing still reports 0; with no deliveries at all the launch times are used."""
-    first: dict[str, float] = {}
-    last: dict[str, float] = {}
-    wanted = set(flows)
-    for d in deliveries:
-        if d.flow in wanted:
-            first[d.flow] = min(first.get(d.flow, d.t_mono), d.t_mono)
-            last[d.flow] = max(last.get(d.flow, d.t_mono), d.t_mono)
-    if not first:
-        return t_start + WARMUP_S, t_end - TAIL_S
-    return max(first.values()) + WARMUP_S, min(last.values()) - TAIL_S
-
-
-def window_rates(
-    deliveries: Sequence[Delivery], flows: Sequence[str], t0: float, t1: float
-) -> dict[str, float]:
-    """Bits per second of each flow between t0 and t1 (0 for a flow that delivered none)."""
-    span = t1 - t0
-    if span <= 0:
-        raise DemoError(f"measurement window is empty ({span:.2f} s): use a longer --duration")
-    rates = dict.fromkeys(flows, 0.0)
-    for d in deliveries:
-        if d.flow in rates and t0 <= d.t_mono < t1:
-            rates[d.flow] += d.nbytes * 8 / span
-    return rates
-
-
 @dataclass
 class RunResult:
     """One of the two runs."""
@@ -143,19 +86,6 @@ class RunResult:
     t_start: float = 0.0
     deliveries: list[Delivery] = field(default_factory=list)
     verified: dict[str, bool] = field(default_factory=dict)
-
-
-def pair_flows(
-    pairs: Sequence[tuple[str, str]], kind: str, seconds: float, scheduler: str = "random"
-) -> list[Flow]:
-    """One flow per pair: TCP all on one port (each receiver is in its own host), MRC on
-    a port per pair (MRC_BASE_PORT docstring)."""
-    if kind == "tcp":
-        return [Flow(pair_name(s, d), "tcp", s, d, TCP_PORT, seconds) for s, d in pairs]
-    return [
-        Flow(pair_name(s, d), "mrc", s, d, MRC_BASE_PORT + k, seconds, scheduler=scheduler)
-        for k, (s, d) in enumerate(pairs)
-    ]
 
 
 async def _run(
@@ -242,7 +172,7 @@ def _both_runs(
     import trio
 
     from labs.apply import down, up
-    from mrc_transport.demo.failover import unwrap
+    from mrc_transport.harness.errors import unwrap
     from mrc_transport.harness.procs import Children
 
     children = Children(cfg.out / "logs")

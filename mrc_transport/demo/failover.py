@@ -25,17 +25,19 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from labs import addressing
-from labs.paths import path_links, paths
+from labs.paths import paths
 from labs.topology import Topology, namespace
 from mrc_transport.demo.live import LiveSnapshot, format_fault
 from mrc_transport.harness import schedule as sched
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import DemoError, unwrap
+from mrc_transport.harness.paths import path_killed
+from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.pauses import Pause, PauseWatch
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.report import (
@@ -111,33 +113,7 @@ class FailoverConfig:
     """Goodput bin (10 ms or finer, to see a stall)."""
 
 
-def pick_hosts(topo: Topology, src: str | None, dst: str | None) -> tuple[str, str]:
-    """The sender and receiver: different racks, so the traffic crosses T0-T1 links."""
-    if topo.racks < 2:
-        raise DemoError("the failover demo needs at least 2 racks (traffic must cross a T1)")
-    src = src or topo.hosts_in_rack(topo.racks - 1)[0]
-    dst = dst or topo.hosts_in_rack(0)[0]
-    for h in (src, dst):
-        if h not in topo.hosts:
-            raise DemoError(f"no host {h!r} in this fabric ({', '.join(topo.hosts)})")
-    if topo.rack_of(src) == topo.rack_of(dst):
-        raise DemoError(f"{src} and {dst} share a rack: pick hosts in different racks")
-    return src, dst
-
-
 # -- which MRC paths a fault kills --------------------------------------------------------
-
-
-def path_killed(fault: FaultWindow, src: str, dst: str, path: Any) -> bool:
-    """True when the fault stops every packet on this SRv6 path (a degrade does not)."""
-    if fault.kind in ("cut", "flap"):
-        return fault.target in path_links(src, dst, path)
-    if fault.kind != "fail":
-        return False
-    host, _, port = fault.target.partition(":")
-    if port:
-        return host in (src, dst) and path.port == port
-    return fault.target in path.hops
 
 
 def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWindow, str], float]:
@@ -151,20 +127,6 @@ def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWin
         return alive / len(all_paths)
 
     return fraction
-
-
-def label_flaps(
-    faults: Sequence[FaultWindow], played: Sequence[tuple[sched.Step, float, float]]
-) -> list[FaultWindow]:
-    """The lab logs a flap as cut/restore pairs; call those cycles what they were."""
-    spans = [(s, a, b) for s, a, b in played if s.action == "flap"]
-    out = []
-    for f in faults:
-        hit = next(
-            ((s, a, b) for s, a, b in spans if s.target == f.target and a <= f.t_start <= b), None
-        )
-        out.append(replace(f, kind="flap", action=f"cycle {f.action}") if hit else f)
-    return out
 
 
 # -- the live view's numbers ------------------------------------------------------------------
@@ -434,28 +396,6 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
     return out
 
 
-def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The exception a user should see from trio's (strict) exception group: Ctrl-C first,
-    then a demo or lab error (one line), else the group itself."""
-    from labs.errors import LabError
-
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        if isinstance(e, BaseExceptionGroup):
-            for sub in e.exceptions:
-                walk(sub)
-        else:
-            leaves.append(e)
-
-    walk(group)
-    for kind in (KeyboardInterrupt, DemoError, LabError):
-        hit = next((e for e in leaves if isinstance(e, kind)), None)
-        if hit is not None:
-            return hit
-    return group
-
-
 # -- the analysis -----------------------------------------------------------------------------
 
 
@@ -493,7 +433,7 @@ def analyse_run(
         if path.exists():
             deliveries += read_records(path)
     events = [e for e in out.events if float(e["t_mono"]) >= out.t_origin - 1e-3]
-    faults = label_flaps(pair_events(events, out.t_stop), out.played)
+    faults = sched.label_flaps(pair_events(events, out.t_stop), out.played)
     params = Params(bin_s=cfg.bin_s)
     results = analyse(
         deliveries,

@@ -5,6 +5,30 @@ CLI, which sits below it in the layering (STYLE.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DemoError(Exception):
     """A bad schedule, target or records file; the message is one line."""
+
+
+def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a user should see from trio's (strict) exception group: Ctrl-C first,
+    then a demo or lab error (one line), else the group itself."""
+    from labs.errors import LabError
+
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for sub in e.exceptions:
+                walk(sub)
+        else:
+            leaves.append(e)
+
+    walk(group)
+    for kind in (KeyboardInterrupt, DemoError, LabError):
+        hit = next((e for e in leaves if isinstance(e, kind)), None)
+        if hit is not None:
+            return hit
+    return group

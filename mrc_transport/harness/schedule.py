@@ -38,6 +38,7 @@ from labs.errors import LabError
 from labs.topology import Topology, namespace
 from labs.yamlfile import read_yaml
 from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.timeline import FaultWindow
 
 ACTIONS = ("cut", "restore", "flap", "degrade", "fail", "unfail")
 LINK_ACTIONS = frozenset({"cut", "flap", "degrade"})
@@ -379,3 +380,17 @@ async def run_schedule(
         result = await run_sync(partial(apply_step, lab, step))
         if on_step is not None:
             on_step(step, result, t_before, clock())
+
+
+def label_flaps(
+    faults: Sequence[FaultWindow], played: Sequence[tuple[Step, float, float]]
+) -> list[FaultWindow]:
+    """The lab logs a flap as cut/restore pairs; call those cycles what they were."""
+    spans = [(s, a, b) for s, a, b in played if s.action == "flap"]
+    out = []
+    for f in faults:
+        hit = next(
+            ((s, a, b) for s, a, b in spans if s.target == f.target and a <= f.t_start <= b), None
+        )
+        out.append(replace(f, kind="flap", action=f"cycle {f.action}") if hit else f)
+    return out

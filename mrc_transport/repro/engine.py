@@ -140,8 +140,9 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
     import trio
 
     from labs.faults import read_events
-    from mrc_transport.demo.failover import label_flaps, unwrap
+    from mrc_transport.harness.errors import unwrap
     from mrc_transport.harness.pauses import PauseWatch
+    from mrc_transport.harness.schedule import label_flaps
     from mrc_transport.repro.machine import cpu_times, cpu_use
 
     res = RunResult(run)

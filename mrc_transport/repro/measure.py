@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from mrc_transport.demo.collisions import window_rates
 from mrc_transport.harness.errors import DemoError
 from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput, recovery_time
+from mrc_transport.harness.windows import window_rates
 from mrc_transport.repro.spec import RunResult
 
 HOLD_BINS = 5

@@ -214,7 +214,7 @@ class Experiment(Generic[K]):
 def one_mrc_flow(topo: Topology, duration_s: float, steps: Sequence[Step]) -> Run:
     """One MRC connection across the fabric (failover's hosts: the first host of the last
     rack to the first of rack 0) for duration_s, its recovery events kept, and faults."""
-    from mrc_transport.demo.failover import pick_hosts
+    from mrc_transport.harness.patterns import pick_hosts
 
     src, dst = pick_hosts(topo, None, None)
     flow = Flow(

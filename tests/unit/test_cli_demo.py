@@ -12,23 +12,23 @@ import pytest
 from labs.paths import paths
 from labs.topology import preset
 from mrc_transport.cli.main import main
-from mrc_transport.demo.collisions import permutation, reshape, window_rates
+from mrc_transport.demo.collisions import reshape
 from mrc_transport.demo.failover import (
     MRC_EVENTS,
     MRC_SERVER_EVENTS,
     FailoverConfig,
-    label_flaps,
     mrc_client_argv,
     mrc_server_argv,
-    path_killed,
-    pick_hosts,
     surviving_fraction,
     tcp_recv_argv,
     tcp_send_argv,
 )
 from mrc_transport.harness.errors import DemoError
-from mrc_transport.harness.schedule import Step
+from mrc_transport.harness.paths import path_killed
+from mrc_transport.harness.patterns import permutation, pick_hosts
+from mrc_transport.harness.schedule import Step, label_flaps
 from mrc_transport.harness.timeline import Delivery, FaultWindow
+from mrc_transport.harness.windows import window_rates
 from tests.unit.helpers import error_line
 
 pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mrc_transport.demo.collisions import TAIL_S, WARMUP_S, common_window, window_rates
 from mrc_transport.harness.timeline import Delivery
+from mrc_transport.harness.windows import TAIL_S, WARMUP_S, common_window, window_rates
 
 
 def _flow(name: str, t0: float, t1: float, step: float = 0.1) -> list[Delivery]:

@@ -10,8 +10,8 @@ import pytest
 
 from labs.paths import path_links, paths
 from labs.topology import preset
-from mrc_transport.demo.collisions import permutation
 from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.patterns import permutation
 from mrc_transport.repro.engine import check_plan, unique_lab
 from mrc_transport.repro.experiments import (
     EXPERIMENTS,

@@ -25,7 +25,7 @@ from typing import Any
 
 from labs.paths import path_links, paths
 from labs.topology import Topology
-from mrc_transport.demo.failover import pick_hosts
+from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import FaultWindow, analyse, goodput
 from mrc_transport.repro.figures import run_timeline

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labs.topology import Topology
-from mrc_transport.demo.failover import pick_hosts
+from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import goodput, longest_stall
 from mrc_transport.repro.figures import run_timeline

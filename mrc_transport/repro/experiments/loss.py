@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.demo.failover import pick_hosts
 from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.plot import MRC_COLOURS, TCP_COLOURS, grouped_bars_png
 from mrc_transport.harness.schedule import Step
 from mrc_transport.repro.measure import mbit, pct, rate, ratio, warm

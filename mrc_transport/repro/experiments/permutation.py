@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.demo.collisions import common_window, pair_flows, permutation, window_rates
+from mrc_transport.harness.patterns import pair_flows, permutation
 from mrc_transport.harness.plot import collisions_png
 from mrc_transport.harness.report import collisions_report
+from mrc_transport.harness.windows import common_window, window_rates
 from mrc_transport.repro.measure import mbit, pct
 from mrc_transport.repro.spec import (
     Experiment,

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from labs.paths import paths
 from labs.topology import Topology
-from mrc_transport.demo.failover import path_killed, pick_hosts
+from mrc_transport.harness.paths import path_killed
+from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
