@@ -157,7 +157,7 @@ def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
     from mrc_transport.demo.failover import FailoverConfig
     from mrc_transport.harness import schedule as sched
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
     from mrc_transport.harness.patterns import pick_hosts
 
     topo, preset = _topology(args)
@@ -168,7 +168,7 @@ def failover_config(args: argparse.Namespace) -> Any:
         duration = sched.natural_duration(steps)
         sched.check_targets(steps, topo)
         pick_hosts(topo, args.src, args.dst)
-    except DemoError as exc:
+    except HarnessError as exc:
         raise UsageError(str(exc)) from None
     return FailoverConfig(
         topo=topo,
@@ -195,11 +195,11 @@ def _guarded(args: argparse.Namespace, run: Callable[[], dict[str, Any]]) -> int
     """A lab that exists or a bad target: usage (2). A run that went wrong (a child that
     failed, a command in the lab that failed): one line, exit 1. Not verified: exit 1."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
 
     try:
         doc = run()
-    except (DemoError, ApplyError) as exc:
+    except (HarnessError, ApplyError) as exc:
         print(f"mrc demo {args.demo_command}: error: {exc}", file=sys.stderr)
         return 1
     except LabError as exc:
@@ -214,13 +214,13 @@ def _collisions(args: argparse.Namespace) -> int:
         reshape,
         run_collisions,
     )
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
 
     topo, preset = _topology(args)
     try:
         topo = reshape(topo, args.planes, int(args.rate * 1e6))
         check_fabric(topo)
-    except DemoError as exc:
+    except HarnessError as exc:
         raise UsageError(str(exc)) from None
     _need_root()
     cfg = CollisionsConfig(

@@ -73,19 +73,19 @@ def fabric(exp: Experiment[Any], args: argparse.Namespace) -> tuple[Topology, st
     """The experiment's fabric: a file as it is, else a preset shaped by the experiment."""
     from labs.errors import LabError
     from labs.topology import load_yaml
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
 
     try:
         if args.topology:
             return load_yaml(args.topology), f"topology file {args.topology}"
         return exp.fabric.build(args.preset), exp.fabric.describe(args.preset)
-    except (LabError, DemoError) as exc:
+    except (LabError, HarnessError) as exc:
         raise UsageError(str(exc)) from None
 
 
 def configs(args: argparse.Namespace) -> list[tuple[Experiment[Any], ReproConfig]]:
     """Every selected experiment with its config, all checked before any lab is built."""
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
     from mrc_transport.repro.engine import ReproConfig, check_plan
     from mrc_transport.repro.experiments import EXPERIMENTS
 
@@ -101,7 +101,7 @@ def configs(args: argparse.Namespace) -> list[tuple[Experiment[Any], ReproConfig
             knobs = exp.knobs(args.quick)
             exp.check(topo, knobs)
             check_plan(topo, exp.plan(topo, knobs))
-        except DemoError as exc:
+        except HarnessError as exc:
             raise UsageError(f"{exp.name}: {exc}") from None
         folder = Path(args.out) / exp.name
         out.append((exp, ReproConfig(topo, folder, args.name, args.quick, label)))
@@ -125,12 +125,12 @@ def _one(exp: Experiment[Any], cfg: ReproConfig) -> str:
     """Run one experiment: "verified", "NOT verified" or the one-line error it ended with.
     A lab that exists is the user's to fix (exit 2)."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
     from mrc_transport.repro.engine import run_experiment
 
     try:
         doc = run_experiment(exp, cfg)
-    except (DemoError, ApplyError) as exc:
+    except (HarnessError, ApplyError) as exc:
         print(f"mrc repro {exp.name}: error: {exc}", file=sys.stderr)
         return f"error: {exc}"
     except LabError as exc:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow, Flows
 from mrc_transport.harness.patterns import pair_flows, pair_name, permutation
 from mrc_transport.harness.timeline import Delivery
@@ -59,7 +59,7 @@ def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
     from labs.errors import LabError
 
     if planes < 0 or rate_bps < 0:
-        raise DemoError("--planes and --rate must be >= 0")
+        raise HarnessError("--planes and --rate must be >= 0")
     try:
         if planes:
             topo = replace(topo, planes=planes)
@@ -70,13 +70,13 @@ def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
                 fabric_link=replace(topo.fabric_link, rate_bps=rate_bps),
             )
     except LabError as exc:
-        raise DemoError(str(exc)) from None
+        raise HarnessError(str(exc)) from None
     return topo
 
 
 def check_fabric(topo: Topology) -> None:
     if topo.racks < 2:
-        raise DemoError("the collisions demo needs at least 2 racks")
+        raise HarnessError("the collisions demo needs at least 2 racks")
 
 
 @dataclass
@@ -160,9 +160,9 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
 def _check(cfg: CollisionsConfig) -> None:
     check_fabric(cfg.topo)
     if os.geteuid() != 0:
-        raise DemoError("needs root (network namespaces); try sudo")
+        raise HarnessError("needs root (network namespaces); try sudo")
     if cfg.duration <= WARMUP_S + TAIL_S:
-        raise DemoError(f"--duration must be more than {WARMUP_S + TAIL_S:g} s")
+        raise HarnessError(f"--duration must be more than {WARMUP_S + TAIL_S:g} s")
 
 
 def _both_runs(

@@ -35,7 +35,7 @@ from labs.paths import paths
 from labs.topology import Topology, namespace
 from mrc_transport.demo.live import LiveSnapshot, format_fault
 from mrc_transport.harness import schedule as sched
-from mrc_transport.harness.errors import DemoError, unwrap
+from mrc_transport.harness.errors import HarnessError, unwrap
 from mrc_transport.harness.paths import path_killed
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.pauses import Pause, PauseWatch
@@ -512,7 +512,7 @@ def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
 
     console = console or Console()
     if os.geteuid() != 0:
-        raise DemoError("needs root (network namespaces); try sudo")
+        raise HarnessError("needs root (network namespaces); try sudo")
     src, dst = pick_hosts(cfg.topo, cfg.src, cfg.dst)
     sched.check_targets(cfg.steps, cfg.topo)
     out = run_transfer(cfg, src, dst, console)

@@ -1,4 +1,5 @@
-"""The demo's one error type: anything a user can fix (a bad schedule file, a bad target).
+"""The harness's one error type: anything a user can fix (a bad schedule file, a bad target,
+a fabric an experiment cannot run on).
 
 The CLI turns it into its UsageError (one line, exit 2); this package does not import the
 CLI, which sits below it in the layering (STYLE.md)."""
@@ -8,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 
-class DemoError(Exception):
+class HarnessError(Exception):
     """A bad schedule, target or records file; the message is one line."""
 
 
 def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
     """The exception a user should see from trio's (strict) exception group: Ctrl-C first,
-    then a demo or lab error (one line), else the group itself."""
+    then a harness or lab error (one line), else the group itself."""
     from labs.errors import LabError
 
     leaves: list[BaseException] = []
@@ -27,7 +28,7 @@ def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
             leaves.append(e)
 
     walk(group)
-    for kind in (KeyboardInterrupt, DemoError, LabError):
+    for kind in (KeyboardInterrupt, HarnessError, LabError):
         hit = next((e for e in leaves if isinstance(e, kind)), None)
         if hit is not None:
             return hit

@@ -1,8 +1,9 @@
 """Fairness of per-flow throughputs: min/max and Jain's index (Jain, Chiu, Hawe 1984).
 
-The collisions demo compares them for single-path flows over ECMP and for MRC: the paper's
-two-rack permutation test (mrc-protocol-notes.md, "Headline comparisons") has ECMP flows
-at 1/2 or 1/3 of line rate and MRC flows all at full rate. Pure."""
+The collisions demo and the permutation experiment compare them for single-path flows
+over ECMP and for MRC: the paper's two-rack permutation test (mrc-protocol-notes.md,
+"Headline comparisons") has ECMP flows at 1/2 or 1/3 of line rate and MRC flows all at
+full rate. Pure."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ class Flows:
     # -- running ------------------------------------------------------------------------
 
     async def start_receivers(self, nursery: Any, flows: Sequence[Flow]) -> None:
-        """Every receiver started and listening (a DemoError names one that is not)."""
+        """Every receiver started and listening (a HarnessError names one that is not)."""
         for flow in flows:
             self.flows[flow.name] = flow
             for path in (self.records_path(flow), self.events_path(flow)):

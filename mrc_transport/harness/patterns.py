@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from labs.topology import Topology
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
 
 
 def pick_hosts(topo: Topology, src: str | None, dst: str | None) -> tuple[str, str]:
     """The sender and receiver: different racks, so the traffic crosses T0-T1 links."""
     if topo.racks < 2:
-        raise DemoError("the failover demo needs at least 2 racks (traffic must cross a T1)")
+        raise HarnessError("the failover demo needs at least 2 racks (traffic must cross a T1)")
     src = src or topo.hosts_in_rack(topo.racks - 1)[0]
     dst = dst or topo.hosts_in_rack(0)[0]
     for h in (src, dst):
         if h not in topo.hosts:
-            raise DemoError(f"no host {h!r} in this fabric ({', '.join(topo.hosts)})")
+            raise HarnessError(f"no host {h!r} in this fabric ({', '.join(topo.hosts)})")
     if topo.rack_of(src) == topo.rack_of(dst):
-        raise DemoError(f"{src} and {dst} share a rack: pick hosts in different racks")
+        raise HarnessError(f"{src} and {dst} share a rack: pick hosts in different racks")
     return src, dst
 
 

@@ -1,6 +1,6 @@
 """Times the machine itself stood still, so a stall is not blamed on the protocol.
 
-On a shared VM every process of the demo (both MRC ends, both TCP ends, the kernel's
+On a shared VM every process of an experiment (both MRC ends, both TCP ends, the kernel's
 forwarding in the namespaces) can stop for tens of milliseconds at once: the hypervisor
 ran another guest (CPU steal): then MRC and TCP on another plane stall at the same
 instant with nothing broken, and the MRC sender logs nothing (docs/measurements.md).
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 TICK_S = 0.002
 """How long the watcher sleeps between looks."""
 LATE_S = 0.020
-"""Lateness that counts as a pause (the demo's stall target)."""
+"""Lateness that counts as a pause (the failover demo's stall target)."""
 
 
 @dataclass(frozen=True, slots=True)

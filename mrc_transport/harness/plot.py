@@ -1,4 +1,4 @@
-"""PNG figures of the demos (matplotlib, Agg backend: no display needed).
+"""PNG figures of the demos and experiments (matplotlib, Agg backend: no display needed).
 
 - timeline: goodput of every MRC and TCP flow over time in fine bins, each fault a shaded
   span with its label: the picture of the paper's failover claim (mrc-protocol-notes.md,

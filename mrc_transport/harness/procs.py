@@ -1,8 +1,8 @@
-"""Child processes of the demos, each in a lab namespace, run under trio.
+"""Child processes of an experiment, each in a lab namespace, run under trio.
 
 Every child is ``ip netns exec NS python -m ...`` started in a session of its own, so that
 killing its process group (by the id we started) removes it and anything it spawned, and a
-Ctrl-C in the terminal reaches only the demo, which then kills its children itself before
+Ctrl-C in the terminal reaches only the experiment, which then kills its children itself before
 tearing the lab down. Children speak JSON lines on stdout (tcpflow's events, `mrc perf
 --json-stream`); stderr goes to a log file in the output folder for post-mortems.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.perf.report import EndDoc, ReportError
 
 Event = dict[str, Any]
@@ -107,7 +107,7 @@ class Child:
             return None
 
     async def wait_event(self, name: str, limit_s: float) -> Event:
-        """The first event called name; DemoError (with the child's stderr) if the child
+        """The first event called name; HarnessError (with the child's stderr) if the child
         ends or the timeout passes first."""
         with trio.move_on_after(limit_s):
             while True:
@@ -118,12 +118,12 @@ class Child:
                     await self._reap()
                     break
                 await self._changed.wait()
-        raise DemoError(f"{self.name}: no {name!r} within {limit_s:g} s{self.stderr_tail()}")
+        raise HarnessError(f"{self.name}: no {name!r} within {limit_s:g} s{self.stderr_tail()}")
 
     async def wait_exit(self, limit_s: float) -> int:
         with trio.move_on_after(limit_s):
             return await self._reap()
-        raise DemoError(f"{self.name}: still running after {limit_s:g} s{self.stderr_tail()}")
+        raise HarnessError(f"{self.name}: still running after {limit_s:g} s{self.stderr_tail()}")
 
     async def _reap(self) -> int:
         code = await self.proc.wait()
@@ -155,7 +155,7 @@ class Child:
 
 
 class Children:
-    """Every child of one demo run; ``kill_all`` is safe to call from a finally."""
+    """Every child of one run; ``kill_all`` is safe to call from a finally."""
 
     def __init__(self, logdir: Path) -> None:
         self.logdir = logdir

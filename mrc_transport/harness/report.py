@@ -1,4 +1,5 @@
-"""The failover demo's JSON report and summary table; the collisions demo's document.
+"""Reports: the failover demo's JSON and summary table, the collisions demo's document, and
+the per-flow entries the paper's experiments reuse.
 
 The JSON is for scripts: a top-level ``verified`` that is true only when every
 byte of every MRC flow matched, and a ``faults`` list whose entries carry at least kind,

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from labs.errors import LabError
 from labs.topology import Topology, namespace
 from labs.yamlfile import read_yaml
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.timeline import FaultWindow
 
 ACTIONS = ("cut", "restore", "flap", "degrade", "fail", "unfail")
@@ -114,7 +114,7 @@ def scaled(steps: Sequence[Step], duration: float) -> list[Step]:
     """The schedule stretched or squeezed so its natural duration becomes ``duration`` (the
     TAIL_S after the last step stays as it is: recovery takes as long as it takes)."""
     if duration <= TAIL_S:
-        raise DemoError(f"--duration must be more than {TAIL_S:g} s, not {duration:g}")
+        raise HarnessError(f"--duration must be more than {TAIL_S:g} s, not {duration:g}")
     factor = (duration - TAIL_S) / (natural_duration(steps) - TAIL_S)
     return [replace(s, at=s.at * factor, period=s.period * factor) for s in steps]
 
@@ -123,32 +123,32 @@ def scaled(steps: Sequence[Step], duration: float) -> list[Step]:
 
 
 def load_schedule(path: str | Path) -> list[Step]:
-    return parse_schedule(read_yaml(path, DemoError), str(path))
+    return parse_schedule(read_yaml(path, HarnessError), str(path))
 
 
 def parse_schedule(raw: object, where: str = "schedule") -> list[Step]:
-    """Validate parsed YAML into steps sorted by time; one-line DemoError naming the step."""
+    """Validate parsed YAML into steps sorted by time; one-line HarnessError naming the step."""
     if not isinstance(raw, list) or not raw:
-        raise DemoError(f"{where}: a schedule is a non-empty list of steps")
+        raise HarnessError(f"{where}: a schedule is a non-empty list of steps")
     steps = [_step(item, f"{where}: step {i + 1}") for i, item in enumerate(raw)]
     return sorted(steps, key=lambda s: s.at)
 
 
 def _step(item: object, where: str) -> Step:
     if not isinstance(item, Mapping):
-        raise DemoError(f"{where}: must be a mapping like {{at: 2, action: cut, target: a:b}}")
+        raise HarnessError(f"{where}: must be a mapping like {{at: 2, action: cut, target: a:b}}")
     extra = sorted(str(k) for k in item if k not in _KEYS)
     if extra:
-        raise DemoError(f"{where}: unknown key {extra[0]!r} (known: {', '.join(sorted(_KEYS))})")
+        raise HarnessError(f"{where}: unknown key {extra[0]!r} (known: {', '.join(sorted(_KEYS))})")
     for key in ("at", "action", "target"):
         if key not in item:
-            raise DemoError(f"{where}: missing {key!r}")
+            raise HarnessError(f"{where}: missing {key!r}")
     at = _number(item["at"], f"{where}: at")
     if at < 0:
-        raise DemoError(f"{where}: at must be >= 0 seconds, not {at:g}")
+        raise HarnessError(f"{where}: at must be >= 0 seconds, not {at:g}")
     action = str(item["action"])
     if action not in ACTIONS:
-        raise DemoError(f"{where}: unknown action {action!r} ({', '.join(ACTIONS)})")
+        raise HarnessError(f"{where}: unknown action {action!r} ({', '.join(ACTIONS)})")
     target = _target(item["target"], action, where)
     return Step(at, action, target, **_options(item, action, where))
 
@@ -157,50 +157,51 @@ def _options(item: Mapping[Any, Any], action: str, where: str) -> dict[str, Any]
     allowed = {"cut": {"mode"}, "degrade": {"loss"}, "flap": {"period", "count"}}.get(action, set())
     given = {k for k in ("mode", "loss", "period", "count") if k in item}
     if given - allowed:
-        raise DemoError(f"{where}: {sorted(given - allowed)[0]!r} does not apply to {action}")
+        raise HarnessError(f"{where}: {sorted(given - allowed)[0]!r} does not apply to {action}")
     out: dict[str, Any] = {}
     if "mode" in item:
         if item["mode"] not in MODES:
-            raise DemoError(f"{where}: mode must be gray or hard, not {item['mode']!r}")
+            raise HarnessError(f"{where}: mode must be gray or hard, not {item['mode']!r}")
         out["mode"] = item["mode"]
     if action == "degrade":
         if "loss" not in item:
-            raise DemoError(f"{where}: degrade needs loss (percent)")
+            raise HarnessError(f"{where}: degrade needs loss (percent)")
         loss = _number(item["loss"], f"{where}: loss")
         if not 0 < loss <= 100:
-            raise DemoError(f"{where}: loss must be a percentage in (0, 100], not {loss:g}")
+            raise HarnessError(f"{where}: loss must be a percentage in (0, 100], not {loss:g}")
         out["loss_pct"] = loss
     if "period" in item:
         out["period"] = _number(item["period"], f"{where}: period")
         if out["period"] <= 0:
-            raise DemoError(f"{where}: period must be positive")
+            raise HarnessError(f"{where}: period must be positive")
     if "count" in item:
         count = item["count"]
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise DemoError(f"{where}: count must be an integer >= 1, not {count!r}")
+            raise HarnessError(f"{where}: count must be an integer >= 1, not {count!r}")
         out["count"] = count
     return out
 
 
 def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DemoError(f"{where} must be a number, not {value!r}")
+        raise HarnessError(f"{where} must be a number, not {value!r}")
     return float(value)
 
 
 def _target(value: object, action: str, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise DemoError(f"{where}: target must be a name like t0-p0-0:t1-p0-1, t1-p0-1 or h0:p1")
+        raise HarnessError(f"{where}: target must be a name like t0-p0-0:t1-p0-1, t1-p0-1 or h0:p1")
     if value.startswith("@"):
         if value not in PLACEHOLDERS:
-            raise DemoError(f"{where}: unknown placeholder {value!r} ({', '.join(PLACEHOLDERS)})")
+            known = ", ".join(PLACEHOLDERS)
+            raise HarnessError(f"{where}: unknown placeholder {value!r} ({known})")
         kind = {"@tcp-link": "link", "@tcp-t1": "switch", "@src-port": "port"}[value]
     else:
         kind = "port" if _PORT_RE.match(value) else "link" if ":" in value else "switch"
     if action in LINK_ACTIONS and kind != "link":
-        raise DemoError(f"{where}: {action} takes a link (a:b), not {value!r}")
+        raise HarnessError(f"{where}: {action} takes a link (a:b), not {value!r}")
     if action in NODE_ACTIONS and kind == "link":
-        raise DemoError(f"{where}: {action} takes a switch or HOST:PORT, not the link {value!r}")
+        raise HarnessError(f"{where}: {action} takes a switch or HOST:PORT, not the link {value!r}")
     return value
 
 
@@ -213,14 +214,14 @@ def resolve(steps: Sequence[Step], bindings: Mapping[str, str]) -> list[Step]:
     for s in steps:
         if s.target.startswith("@"):
             if s.target not in bindings:
-                raise DemoError(f"no value for {s.target} (measure the TCP path first)")
+                raise HarnessError(f"no value for {s.target} (measure the TCP path first)")
             s = replace(s, target=bindings[s.target])
         out.append(s)
     return out
 
 
 def check_targets(steps: Sequence[Step], topo: Topology) -> None:
-    """Every resolved target exists in the fabric; DemoError names the first that does not."""
+    """Every resolved target exists in the fabric; HarnessError names the first that does not."""
     for s in steps:
         if s.target.startswith("@"):
             continue
@@ -237,7 +238,7 @@ def check_targets(steps: Sequence[Step], topo: Topology) -> None:
                 if topo.kind_of(s.target) == "host":
                     raise LabError(f"{s.target} is a host: fail a switch or HOST:PORT")
         except LabError as exc:
-            raise DemoError(f"schedule step at {s.at:g}s ({s.describe()}): {exc}") from None
+            raise HarnessError(f"schedule step at {s.at:g}s ({s.describe()}): {exc}") from None
 
 
 def bindings_for(topo: Topology, tcp_link: str, src: str) -> dict[str, str]:
@@ -269,14 +270,14 @@ def pick_tcp_link(topo: Topology, before: Counters, after: Counters, min_bytes: 
     """The T0-T1 link that carried the most bytes while only the TCP flow ran.
 
     ECMP hashes the flow's 5-tuple (fib_multipath_hash_policy=1) at the host and at the T0,
-    so the path is found by looking, not by predicting. Raises DemoError when no link carried
+    so the path is found by looking, not by predicting. Raises HarnessError when no link carried
     min_bytes (the flow did not run, or stayed inside one rack)."""
     deltas = fabric_link_deltas(topo, before, after)
     if not deltas:
-        raise DemoError("the fabric has no T0-T1 links (one rack?): no TCP path to cut")
+        raise HarnessError("the fabric has no T0-T1 links (one rack?): no TCP path to cut")
     name, most = max(sorted(deltas.items()), key=lambda kv: kv[1])
     if most < min_bytes:
-        raise DemoError(
+        raise HarnessError(
             f"no T0-T1 link carried {min_bytes} bytes of the TCP flow (most: {most} on {name})"
         )
     return name
@@ -302,7 +303,7 @@ def read_tx_counters(lab: str, nodes: Sequence[str]) -> dict[tuple[str, str], in
             check=False,
         )
         if res.returncode != 0:
-            raise DemoError(f"{node}: cannot read counters: {res.stderr.strip() or 'ip failed'}")
+            raise HarnessError(f"{node}: cannot read counters: {res.stderr.strip() or 'ip failed'}")
         for dev, tx in parse_ip_link_json(res.stdout).items():
             out[(node, dev)] = tx
     return out

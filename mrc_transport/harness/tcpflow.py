@@ -1,6 +1,6 @@
 """The single-path TCP baseline ("RoCE over ECMP" stand-in) with per-receive timestamps.
 
-iperf3 reports at best every 100 ms; the demo needs 10 ms bins and the exact gap a cut
+iperf3 reports at best every 100 ms; the experiments need 10 ms bins and the exact gap a cut
 leaves, so this receiver logs (time.monotonic(), nbytes) after every recv(), in the same
 record format as the MRC receiver (harness/records.py). The sender writes a deterministic
 byte pattern and the receiver checks every byte, so the baseline is verified too.
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.records import record_line, write_records
 from mrc_transport.harness.timeline import Delivery
 
@@ -191,7 +191,7 @@ def _accept(sock: socket.socket, accept_timeout: float | None) -> socket.socket:
     try:
         conn, _ = sock.accept()
     except TimeoutError:
-        raise DemoError(f"no sender connected within {accept_timeout:g} s") from None
+        raise HarnessError(f"no sender connected within {accept_timeout:g} s") from None
     return conn
 
 
@@ -253,9 +253,9 @@ def send(
     """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given);
     ``on_start(t)`` once connected."""
     if (seconds is None) == (nbytes is None):
-        raise DemoError("give exactly one of -t SECONDS or -n BYTES")
+        raise HarnessError("give exactly one of -t SECONDS or -n BYTES")
     if not 0 < chunk <= PERIOD:
-        raise DemoError(f"chunk must be in 1..{PERIOD}")
+        raise HarnessError(f"chunk must be in 1..{PERIOD}")
     sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     with sock:
         if not rehash:
@@ -298,13 +298,13 @@ def send_streams(
     offset 0, each hashed by ECMP on its own (RoCE with as many QPs); ``on_start(t)`` once
     every one is connected. The result sums them: bytes, first start, last end."""
     if streams < 1:
-        raise DemoError("streams must be >= 1")
+        raise HarnessError("streams must be >= 1")
     if streams == 1:
         return send(
             host, port, pattern, seconds=seconds, nbytes=nbytes, on_start=on_start, **options
         )
     if options.get("cport"):
-        raise DemoError("a fixed source port (--cport) takes one stream, not -P")
+        raise HarnessError("a fixed source port (--cport) takes one stream, not -P")
     shares = [None] * streams if nbytes is None else _split(nbytes, streams)
     results: list[SendResult | BaseException] = []
     lock = threading.Lock()
@@ -321,7 +321,7 @@ def send_streams(
             res: SendResult | BaseException = send(
                 host, port, pattern, seconds=seconds, nbytes=share, on_start=started, **options
             )
-        except (DemoError, OSError) as exc:
+        except (HarnessError, OSError) as exc:
             res = exc
         with lock:
             results.append(res)
@@ -465,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     try:
         return _run_recv(args) if args.role == "recv" else _run_send(args)
-    except (DemoError, OSError) as exc:
+    except (HarnessError, OSError) as exc:
         print(f"tcpflow {args.role}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -357,7 +357,7 @@ class Params:
     """Knobs of the analysis; the defaults are the issue's."""
 
     bin_s: float = 0.01
-    """Goodput bin width (the demo needs 10 ms or finer to see a stall)."""
+    """Goodput bin width (10 ms or finer to see a stall)."""
     margin: float = 0.5
     """Seconds after a fault's end still attributed to it."""
     pre_s: float = 1.0

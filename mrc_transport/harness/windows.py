@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.timeline import Delivery
 
 WARMUP_S = 1.0
@@ -42,7 +42,7 @@ def window_rates(
     """Bits per second of each flow between t0 and t1 (0 for a flow that delivered none)."""
     span = t1 - t0
     if span <= 0:
-        raise DemoError(f"measurement window is empty ({span:.2f} s): use a longer --duration")
+        raise HarnessError(f"measurement window is empty ({span:.2f} s): use a longer --duration")
     rates = dict.fromkeys(flows, 0.0)
     for d in deliveries:
         if d.flow in rates and t0 <= d.t_mono < t1:

@@ -29,7 +29,7 @@ from typing import Any
 
 from labs.errors import LabError
 from labs.topology import Topology
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flows, mrc_counters
 from mrc_transport.harness.procs import Children
 from mrc_transport.harness.schedule import Step, check_targets, run_schedule
@@ -60,7 +60,7 @@ def unique_lab(exp: Experiment[Any]) -> str:
 
 
 def check_plan(topo: Topology, runs: Sequence[Run]) -> None:
-    """Every step's target exists in the fabric (a group's every link); DemoError otherwise."""
+    """Every step's target exists in the fabric (a group's every link); HarnessError otherwise."""
     for run in runs:
         for step in run.steps:
             links = group_links(topo, step.target) if is_group(step.target) else [step.target]
@@ -77,7 +77,7 @@ def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) 
 
     console = console or Console()
     if os.geteuid() != 0:
-        raise DemoError("needs root (network namespaces); try sudo")
+        raise HarnessError("needs root (network namespaces); try sudo")
     knobs = exp.knobs(cfg.quick)
     exp.check(cfg.topo, knobs)
     runs = exp.plan(cfg.topo, knobs)

@@ -21,7 +21,7 @@ from typing import Any
 
 from labs.faults import Event, Lab
 from labs.topology import Topology
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.schedule import Step
 
 GROUPS = {"@links": "every link", "@t0-t1": "every T0-T1 link"}
@@ -39,7 +39,7 @@ def group_links(topo: Topology, group: str) -> list[str]:
         return [ln.name for ln in topo.links]
     if group == "@t0-t1":
         return [ln.name for ln in topo.links if ln.kind == "t0-t1"]
-    raise DemoError(f"unknown link group {group!r} ({', '.join(GROUPS)})")
+    raise HarnessError(f"unknown link group {group!r} ({', '.join(GROUPS)})")
 
 
 def lanes(steps: Sequence[Step]) -> list[list[Step]]:
@@ -61,7 +61,7 @@ class FabricFaults:
 
     def cut(self, link_name: str, mode: Any = "hard") -> Event:
         if is_group(link_name):
-            raise DemoError(f"cut takes one link, not the group {link_name}")
+            raise HarnessError(f"cut takes one link, not the group {link_name}")
         return self.lab.cut(link_name, mode)
 
     def restore(self, link_name: str) -> Event | list[Event]:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput, recovery_time
 from mrc_transport.harness.windows import window_rates
 from mrc_transport.repro.spec import RunResult
@@ -22,7 +22,7 @@ HOLD_BINS = 5
 def rate(deliveries: Sequence[Delivery], names: Sequence[str], t0: float, t1: float) -> float:
     """Bits per second the named flows delivered together in [t0, t1)."""
     if t1 <= t0:
-        raise DemoError(
+        raise HarnessError(
             f"a measurement window of {t1 - t0:.2f} s: the run was too short for its start-up "
             "and the faults' apply time (a loaded machine?)"
         )
@@ -106,10 +106,10 @@ def back_to(series: Goodput, t_from: float, target_bps: float, t_limit: float) -
 
 
 def first_fault(res: RunResult, kind: str) -> FaultWindow:
-    """The run's first fault of a kind from the lab's log; DemoError if it has none."""
+    """The run's first fault of a kind from the lab's log; HarnessError if it has none."""
     hits = [f for f in res.faults if f.kind == kind]
     if not hits:
-        raise DemoError(f"the lab's fault log has no {kind} in run {res.run.name}")
+        raise HarnessError(f"the lab's fault log has no {kind} in run {res.run.name}")
     return hits[0]
 
 

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from labs.errors import LabError
 from labs.topology import Topology, preset
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.pauses import Pause
 from mrc_transport.harness.schedule import Step
@@ -159,7 +159,7 @@ class Fabric:
         try:
             return replace(topo, **changes)
         except LabError as exc:
-            raise DemoError(str(exc)) from None
+            raise HarnessError(str(exc)) from None
 
     def describe(self, base: str | None = None) -> str:
         parts = [f"preset {base or self.preset}"]
@@ -202,7 +202,7 @@ class Experiment(Generic[K]):
     quick: K
     """Knobs of the shortened run (`--quick`, the lab tests)."""
     check: Checker[K]
-    """Raise DemoError (one line) when the fabric cannot host the experiment."""
+    """Raise HarnessError (one line) when the fabric cannot host the experiment."""
     plan: Planner[K]
     measure: Measurer[K]
     plot: Plotter[K]
@@ -230,6 +230,6 @@ def sender_seconds(run_s: float) -> float:
 
 
 def need(ok: bool, message: str) -> None:
-    """A fabric check: DemoError(message) unless ok."""
+    """A fabric check: HarnessError(message) unless ok."""
     if not ok:
-        raise DemoError(message)
+        raise HarnessError(message)

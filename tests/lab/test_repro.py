@@ -96,13 +96,13 @@ def test_the_lab_is_torn_down_after_an_error(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from mrc_transport.harness.errors import DemoError
+    from mrc_transport.harness.errors import HarnessError
 
     seen: list[bool] = []
 
     def broken(*_args: object) -> None:
         seen.append(Path(f"/run/netns/mrc-{lab_name}-h0").exists())
-        raise DemoError("a child failed")
+        raise HarnessError("a child failed")
 
     monkeypatch.setattr("mrc_transport.repro.engine.play", broken)
     rc = main(

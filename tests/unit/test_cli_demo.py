@@ -23,7 +23,7 @@ from mrc_transport.demo.failover import (
     tcp_recv_argv,
     tcp_send_argv,
 )
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.paths import path_killed
 from mrc_transport.harness.patterns import permutation, pick_hosts
 from mrc_transport.harness.schedule import Step, label_flaps
@@ -105,7 +105,7 @@ def test_pick_hosts_defaults_cross_racks() -> None:
     assert (src, dst) == ("h4", "h0")
     assert topo.rack_of(src) != topo.rack_of(dst)
     assert pick_hosts(preset("tiny"), "h3", "h0") == ("h3", "h0")
-    with pytest.raises(DemoError, match="share a rack"):
+    with pytest.raises(HarnessError, match="share a rack"):
         pick_hosts(topo, "h0", "h1")
 
 
@@ -170,7 +170,7 @@ def test_window_rates_count_only_the_window() -> None:
     ]
     rates = window_rates(ds, ["a", "b", "c"], 1.0, 2.0)
     assert rates == {"a": 8000.0, "b": 4000.0, "c": 0.0}
-    with pytest.raises(DemoError):
+    with pytest.raises(HarnessError):
         window_rates(ds, ["a"], 2.0, 2.0)
 
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from labs.topology import preset
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.schedule import (
     Step,
     apply_step,
@@ -52,7 +52,7 @@ def test_duration_scales_times_and_flap_period() -> None:
     assert steps[0].at == pytest.approx(1.0)
     assert steps[-1].at == pytest.approx(9.0)
     assert steps[4].period == pytest.approx(0.25)
-    with pytest.raises(DemoError, match="--duration"):
+    with pytest.raises(HarnessError, match="--duration"):
         scaled(steps, 2.0)
 
 
@@ -99,18 +99,18 @@ def test_yaml_file_parses_and_sorts(tmp_path: Path) -> None:
     ],
 )
 def test_bad_schedules_fail_with_one_line(raw: object, message: str) -> None:
-    with pytest.raises(DemoError, match=message) as info:
+    with pytest.raises(HarnessError, match=message) as info:
         parse_schedule(raw, "s.yaml")
     assert "\n" not in str(info.value)
     assert str(info.value).startswith("s.yaml")
 
 
 def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
-    with pytest.raises(DemoError, match="No such file"):
+    with pytest.raises(HarnessError, match="No such file"):
         load_schedule(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("- {at: 1, action: cut\n")
-    with pytest.raises(DemoError, match=r"bad.yaml: line \d+: invalid YAML"):
+    with pytest.raises(HarnessError, match=r"bad.yaml: line \d+: invalid YAML"):
         load_schedule(bad)
 
 
@@ -120,7 +120,7 @@ def test_placeholders_resolve_and_targets_are_checked() -> None:
     steps = resolve(default_schedule(), b)
     assert {s.target for s in steps} == {"t0-p1-1:t1-p1-0", "t1-p1-0", "h0:p1"}
     check_targets(steps, TINY)
-    with pytest.raises(DemoError, match="no value for @tcp-link"):
+    with pytest.raises(HarnessError, match="no value for @tcp-link"):
         resolve(default_schedule(), {})
     for bad, why in (
         ("t0-p0-0:t1-p0-9", "no link"),
@@ -129,7 +129,7 @@ def test_placeholders_resolve_and_targets_are_checked() -> None:
         ("h1", "is a host"),
     ):
         action = "cut" if ":" in bad and not bad.startswith("h") else "fail"
-        with pytest.raises(DemoError, match=why):
+        with pytest.raises(HarnessError, match=why):
             check_targets([Step(3, action, bad)], TINY)
 
 
@@ -154,7 +154,7 @@ def test_pick_tcp_link_from_counter_snapshots() -> None:
     assert deltas["t0-p0-0:t1-p0-0"] == 2_000
     assert len(deltas) == 8  # 2 planes x 2 racks x 2 T1
     assert pick_tcp_link(TINY, before, after, min_bytes=100_000) == "t0-p1-0:t1-p1-1"
-    with pytest.raises(DemoError, match="no T0-T1 link carried"):
+    with pytest.raises(HarnessError, match="no T0-T1 link carried"):
         pick_tcp_link(TINY, before, after, min_bytes=10_000_000)
 
 

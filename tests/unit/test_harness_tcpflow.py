@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.records import read_records, write_records
 from mrc_transport.harness.tcpflow import (
     PERIOD,
@@ -83,12 +83,12 @@ def test_records_round_trip_and_bad_lines(tmp_path: Path) -> None:
     assert write_records(path, recs) == 2
     assert read_records(path) == recs
     path.write_text('{"t_mono": 1, "nbytes": 2, "flow": "a"}\n\n{"t_mono": 1}\n')
-    with pytest.raises(DemoError, match=r"r.jsonl:3: not a delivery record"):
+    with pytest.raises(HarnessError, match=r"r.jsonl:3: not a delivery record"):
         read_records(path)
     path.write_text('{"t_mono": 1, "nbytes": -2, "flow": "a"}\n')
-    with pytest.raises(DemoError, match="nbytes"):
+    with pytest.raises(HarnessError, match="nbytes"):
         read_records(path)
-    with pytest.raises(DemoError, match="No such file"):
+    with pytest.raises(HarnessError, match="No such file"):
         read_records(tmp_path / "none")
 
 
@@ -144,9 +144,9 @@ def test_a_different_seed_fails_verification() -> None:
 
 
 def test_send_needs_exactly_one_limit() -> None:
-    with pytest.raises(DemoError, match="exactly one"):
+    with pytest.raises(HarnessError, match="exactly one"):
         send("::1", 1, PAT)
-    with pytest.raises(DemoError, match="exactly one"):
+    with pytest.raises(HarnessError, match="exactly one"):
         send("::1", 1, PAT, seconds=1, nbytes=1)
 
 

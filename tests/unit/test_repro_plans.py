@@ -10,7 +10,7 @@ import pytest
 
 from labs.paths import path_links, paths
 from labs.topology import preset
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.patterns import permutation
 from mrc_transport.repro.engine import check_plan, unique_lab
 from mrc_transport.repro.experiments import (
@@ -146,7 +146,7 @@ def test_incast_victim_shares_the_fabric_but_not_the_receiver() -> None:
 
 
 def test_incast_refuses_a_fabric_without_room() -> None:
-    with pytest.raises(DemoError, match="8 hosts per rack"):
+    with pytest.raises(HarnessError, match="8 hosts per rack"):
         incast.check(preset("default"), incast.Knobs())
 
 
@@ -225,7 +225,7 @@ def test_fabric_reshapes_a_preset_and_refuses_nonsense() -> None:
     assert (topo.planes, topo.hosts_per_rack, topo.t1_per_plane) == (1, 8, 3)
     assert topo.host_link.rate_bps == topo.fabric_link.rate_bps == 20_000_000
     assert Fabric(planes=1).build("tiny").racks == 2
-    with pytest.raises(DemoError, match="planes"):
+    with pytest.raises(HarnessError, match="planes"):
         Fabric(planes=0).build()
     assert "preset tiny" in Fabric(planes=1).describe("tiny")
 
@@ -235,10 +235,10 @@ def test_a_target_not_in_the_fabric_is_refused_before_any_lab() -> None:
 
     topo = preset("tiny")
     bad = Run("x", _runs(EXPERIMENTS["port-loss"], True)[0].flows, 5, (Step(1, "fail", "h9:p0"),))
-    with pytest.raises(DemoError, match="h9"):
+    with pytest.raises(HarnessError, match="h9"):
         check_plan(topo, [bad])
     plus = Run("x", bad.flows, 5, (Step(1, "flap", "h0:t0-p0-0+h0:t0-p9-0"),))
-    with pytest.raises(DemoError, match="no link"):
+    with pytest.raises(HarnessError, match="no link"):
         check_plan(topo, [plus])
 
 
@@ -280,5 +280,5 @@ def test_fabric_faults_send_groups_to_the_batched_forms() -> None:
         ("restore_many", ["t0-p0-0:t1-p0-1", "t0-p0-0:t1-p0-0"]),
         ("fail", "h0:p1"),
     ]
-    with pytest.raises(DemoError, match="one link"):
+    with pytest.raises(HarnessError, match="one link"):
         faults.cut("@links")

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from mrc_transport.harness.errors import DemoError
+from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.tcpflow import (
     Pattern,
     RecvResult,
@@ -59,5 +59,5 @@ def test_a_wrong_pattern_fails_every_stream() -> None:
 
 
 def test_a_fixed_source_port_takes_one_stream() -> None:
-    with pytest.raises(DemoError, match="one stream"):
+    with pytest.raises(HarnessError, match="one stream"):
         send_streams("::1", 1, PAT, 2, nbytes=10, cport=40000)
