@@ -155,14 +155,14 @@ def _need_root() -> None:
 
 def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
-    from mrc_transport.demo.failover import FailoverConfig
+    from mrc_transport.demo.failover import FailoverConfig, default_schedule
     from mrc_transport.harness import schedule as sched
     from mrc_transport.harness.errors import HarnessError
     from mrc_transport.harness.patterns import pick_hosts
 
     topo, preset = _topology(args)
     try:
-        steps = sched.load_schedule(args.schedule) if args.schedule else sched.default_schedule()
+        steps = sched.load_schedule(args.schedule) if args.schedule else default_schedule()
         if args.duration is not None:
             steps = sched.scaled(steps, args.duration)
         duration = sched.natural_duration(steps)

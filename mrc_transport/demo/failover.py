@@ -6,7 +6,7 @@ Theory of operation. On one host pair in different racks, the demo
 2. starts the receivers in the destination host's namespace: the TCP baseline
    (harness/tcpflow.py) and `mrc perf -s -1`, both writing one delivery record per receive;
 3. starts the TCP sender alone and finds its T0-T1 link from the switches' tx counters
-   (ECMP hashes it; nobody can predict it: harness/schedule.py ``measure_tcp_link``), which
+   (ECMP hashes it; nobody can predict it: harness/linkload.py ``measure_tcp_link``), which
    fills the schedule's placeholders (@tcp-link, @tcp-t1, @src-port);
 4. starts the MRC client (`mrc perf -c --json-stream`); its ``start`` event is t_origin,
    the zero of the schedule and of every figure;
@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,12 @@ from labs.topology import Topology, namespace
 from mrc_transport.demo.live import LiveSnapshot, format_fault
 from mrc_transport.harness import schedule as sched
 from mrc_transport.harness.errors import HarnessError, unwrap
+from mrc_transport.harness.linkload import (
+    PLACEHOLDERS,
+    bindings_for,
+    measure_tcp_link,
+    read_tx_counters,
+)
 from mrc_transport.harness.paths import path_killed
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.pauses import Pause, PauseWatch
@@ -51,6 +57,7 @@ from mrc_transport.harness.report import (
     print_summary,
     write_json,
 )
+from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import (
     Delivery,
     FaultWindow,
@@ -111,6 +118,28 @@ class FailoverConfig:
     """Receiving host (default: the first host of rack 0)."""
     bin_s: float = 0.01
     """Goodput bin (10 ms or finer, to see a stall)."""
+
+
+# -- the default schedule ---------------------------------------------------------------------
+
+DEFAULT_STEP_S = 2.0
+
+
+def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
+    """The workshop's sequence, one action every step_s seconds, starting after one step."""
+    link, t1, port = PLACEHOLDERS
+    plan = [
+        Step(0, "cut", link, mode="gray"),
+        Step(0, "restore", link),
+        Step(0, "cut", link, mode="hard"),
+        Step(0, "restore", link),
+        Step(0, "flap", link, period=step_s / 4, count=2),
+        Step(0, "fail", t1),
+        Step(0, "unfail", t1),
+        Step(0, "fail", port),
+        Step(0, "unfail", port),
+    ]
+    return [replace(s, at=(i + 1) * step_s) for i, s in enumerate(plan)]
 
 
 # -- which MRC paths a fault kills --------------------------------------------------------
@@ -202,7 +231,7 @@ async def poll_ports(state: LiveState, lab: str, host: str, every: float) -> Non
 
     last: tuple[float, dict[tuple[str, str], int]] | None = None
     while True:
-        snap = await trio.to_thread.run_sync(sched.read_tx_counters, lab, [host])
+        snap = await trio.to_thread.run_sync(read_tx_counters, lab, [host])
         t = time.monotonic()
         if last is not None and t > last[0]:
             rates = {}
@@ -305,10 +334,10 @@ async def _transfer(
         tcp_tx = await children.start(nursery, "tcp-send", ns_src, tcp_send_argv(cfg, dst))
         await tcp_rx.wait_event("progress", 30)
         out.tcp_link = await trio.to_thread.run_sync(
-            sched.measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES
+            measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES
         )
         state.tcp_plane = topo.link(out.tcp_link).plane
-        out.steps = sched.resolve(cfg.steps, sched.bindings_for(topo, out.tcp_link, src))
+        out.steps = sched.resolve(cfg.steps, bindings_for(topo, out.tcp_link, src))
         sched.check_targets(out.steps, topo)
         _say(
             console,

@@ -195,7 +195,7 @@ def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(
     from labs import addressing
     from labs.faults import Lab, read_events
     from labs.topology import namespace
-    from mrc_transport.harness.schedule import measure_tcp_link
+    from mrc_transport.harness.linkload import measure_tcp_link
     from mrc_transport.harness.timeline import pair_events
 
     lab = Lab(tiny_lab)
