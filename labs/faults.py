@@ -23,18 +23,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from labs import netns
 from labs.apply import Job, config_jobs, run_jobs
 from labs.errors import ApplyError, LabError
+from labs.faultkinds import CutMode, host_port, switch
 from labs.plan import Netns, Op, Route, Sysctl, Veth, build, op_devs
 from labs.state import events_path, load_state
 from labs.topology import Link, Topology, namespace
 
 FAULT_TABLE = "mrc_fault"
 FAIL_TABLE = "mrc_fail"
-CutMode = Literal["hard", "gray"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +236,6 @@ class Lab:
         return record(self.name, "restore", link.name, "up")
 
     def degrade(self, link_name: str, loss_pct: float) -> Event:
-        if not 0.0 <= loss_pct <= 100.0:
-            raise LabError(f"--loss must be a percentage in 0..100, not {loss_pct}")
         link = self.topo.link(link_name)
         per_million = round(loss_pct * 10_000)
         for node, dev in _ends(link):
@@ -252,8 +250,6 @@ class Lab:
         takes the loss off them (logged as a restore). One `nft -f` per node, run in
         parallel: random loss on all 64 links of the default preset one link at a time
         took ~10 s, so the loss of a lab-wide experiment would arrive link by link."""
-        if not 0.0 <= loss_pct <= 100.0:
-            raise LabError(f"--loss must be a percentage in 0..100, not {loss_pct}")
         per_million = round(loss_pct * 10_000)
         devs: dict[str, list[str]] = {}
         for name in link_names:
@@ -282,8 +278,6 @@ class Lab:
 
     def flap_many(self, link_names: Sequence[str], period: float, count: int) -> list[Event]:
         """flap several links in step: all down, then all up (``restore_many``)."""
-        if period <= 0 or count < 1:
-            raise LabError("flap needs --period > 0 and --count >= 1")
         # Absolute deadlines, so a slow restore (it re-adds addresses, routes and SIDs)
         # delays only its own event and the flap keeps its period.
         events: list[Event] = []
@@ -313,10 +307,10 @@ class Lab:
 
     def fail(self, target: str) -> Event:
         if ":" in target:
-            host, port = self._port(target)
+            host, port = host_port(self.topo, target)
             _ip(self.name, host, "link", "set", "dev", port, "down")
             return record(self.name, "fail", target, "port down")
-        sw = self._switch(target)
+        sw = switch(self.topo, target, "fail")
         _nft(
             self.name,
             sw,
@@ -329,10 +323,10 @@ class Lab:
 
     def unfail(self, target: str) -> Event:
         if ":" in target:
-            host, port = self._port(target)
+            host, port = host_port(self.topo, target)
             self.reapply(host, port)
             return record(self.name, "restore", target, "port up")
-        sw = self._switch(target)
+        sw = switch(self.topo, target, "restore")
         _nft(
             self.name,
             sw,
@@ -341,28 +335,6 @@ class Lab:
         )
         return record(self.name, "restore", sw, "forwarding")
 
-    def _port(self, target: str) -> tuple[str, str]:
-        host, _, port = target.partition(":")
-        self.topo.check_node(host)
-        if self.topo.kind_of(host) != "host" or port not in {
-            dev for dev, _, _ in self.topo.ports(host)
-        }:
-            raise LabError(f"{target!r} is not HOST:PORT (e.g. h0:p1)")
-        return host, port
-
-    def _switch(self, node: str) -> str:
-        self.topo.check_node(node)
-        if self.topo.kind_of(node) == "host":
-            raise LabError(f"fail takes a switch or HOST:PORT, not the host {node!r}")
-        return node
-
 
 def _sleep_until(t: float) -> None:
     time.sleep(max(0.0, t - time.monotonic()))
-
-
-def restore_any(lab: Lab, target: str) -> Event:
-    """`mrc lab restore TARGET`: a switch, a HOST:PORT ("h0:p1") or a link ("a:b")."""
-    if ":" not in target or re.fullmatch(r"p\d+", target.partition(":")[2]):
-        return lab.unfail(target)
-    return lab.restore(target)

@@ -17,6 +17,7 @@ from mrc_transport.cli.main import UsageError
 
 if TYPE_CHECKING:
     from labs.capture import Target
+    from labs.faultkinds import Fault
     from labs.topology import Topology
 
 DEFAULT_LAB = "mrc"
@@ -77,20 +78,33 @@ def _register_lifecycle(add: Add) -> None:
 
 
 def _register_faults(add: Add) -> None:
-    p = add("cut", _cut, "cut a link: hard (carrier loss) or gray (silent drop)")
-    p.add_argument("link", help='"a:b", e.g. t0-p0-0:t1-p0-1')
-    p.add_argument("--mode", choices=("hard", "gray"), default="hard")
-    p = add("restore", _restore, "undo a cut, degrade or fail (LINK, SWITCH or HOST:PORT)")
-    p.add_argument("target")
-    p = add("flap", _flap, "cut and restore a link repeatedly")
-    p.add_argument("link")
-    p.add_argument("--period", type=float, default=1.0, help="seconds per down+up cycle")
-    p.add_argument("--count", type=int, default=3)
-    p = add("degrade", _degrade, "random loss on a link, both ways (0 removes it)")
-    p.add_argument("link")
-    p.add_argument("--loss", type=float, required=True, metavar="PCT")
-    p = add("fail", _fail, "a switch stops forwarding, or a HOST:PORT goes down")
-    p.add_argument("target")
+    """A verb per fault kind of the registry (labs/faultkinds.py), its options as flags."""
+    from labs.faultkinds import FAULTS
+
+    for kind in FAULTS.values():
+        p = add(kind.verb, _fault, kind.summary)
+        noun = "target" if "switch" in kind.takes else "link"
+        p.add_argument("target", metavar=noun, help=_targets(kind))
+        for o in kind.options:
+            p.add_argument(
+                f"--{o.key}",
+                type=o.type,
+                choices=o.choices or None,
+                required=o.required,
+                default=_CLI_DEFAULTS.get(o.key),
+                metavar=o.metavar,
+                help=o.help,
+            )
+
+
+_CLI_DEFAULTS = {"period": 1.0}
+"""`mrc lab flap` cycles once a second unless told (a schedule's flap, twice: Flap.period)."""
+
+
+def _targets(kind: type[Fault]) -> str:
+    examples = {"link": "t0-p0-0:t1-p0-1", "links": "a:b+c:d", "group": "@links",
+                "switch": "t1-p0-0", "port": "h0:p1"}  # fmt: skip
+    return "e.g. " + ", ".join(examples[k] for k in kind.takes)
 
 
 def _register_capture(add: Add) -> None:
@@ -336,31 +350,14 @@ def _say(ev: Any) -> None:
     print(f"t_mono={ev.t_mono:.6f} {ev.kind} {ev.target} {ev.action}")
 
 
-def _cut(args: argparse.Namespace) -> int:
-    _say(_lab(args).cut(args.link, args.mode))
-    return 0
+def _fault(args: argparse.Namespace) -> int:
+    """Any fault verb: the words parsed by the registry's one parser, then applied."""
+    from labs.faultkinds import OPTION_KEYS, parse_fault
 
-
-def _restore(args: argparse.Namespace) -> int:
-    from labs.faults import restore_any
-
-    _say(restore_any(_lab(args), args.target))
-    return 0
-
-
-def _flap(args: argparse.Namespace) -> int:
-    for ev in _lab(args).flap(args.link, args.period, args.count):
+    given = {k: v for k, v in vars(args).items() if k in OPTION_KEYS and v is not None}
+    fault = parse_fault(args.lab_command, {"target": args.target, **given})
+    for ev in fault.apply(_lab(args)):
         _say(ev)
-    return 0
-
-
-def _degrade(args: argparse.Namespace) -> int:
-    _say(_lab(args).degrade(args.link, args.loss))
-    return 0
-
-
-def _fail(args: argparse.Namespace) -> int:
-    _say(_lab(args).fail(args.target))
     return 0
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from labs import addressing, netns
 from labs.check import ProbeResult, run_check
-from labs.faults import Lab, read_events, restore_any
+from labs.faultkinds import Fail, Restore
+from labs.faults import Lab, read_events
 from labs.paths import paths
 from labs.topology import namespace
 
@@ -58,20 +59,21 @@ def test_cut_kills_exactly_the_paths_through_the_link(tiny_lab: str, mode: str, 
 
 def test_fail_switch_and_port(tiny_lab: str) -> None:
     lab = Lab(tiny_lab)
-    lab.fail("t1-p1-0")
+    t1 = Fail("t1-p1-0")
+    t1.apply(lab)
     results = _check(lab)
     assert _failed(results) == {
         (r.src, r.dst, r.plane, r.hops, r.encoding) for r in results if "t1-p1-0" in r.hops
     }
-    restore_any(lab, "t1-p1-0")
-    lab.fail("h2:p0")
+    t1.undo(lab)
+    Fail("h2:p0").apply(lab)
     results = _check(lab)
     assert _failed(results) == {
         (r.src, r.dst, r.plane, r.hops, r.encoding)
         for r in results
         if r.plane == 0 and "h2" in (r.src, r.dst)
     }
-    restore_any(lab, "h2:p0")
+    Restore("h2:p0").apply(lab)  # a restore undoes a fail too, as `mrc lab restore` does
     assert _failed(_check(lab)) == set()
 
 

@@ -154,6 +154,23 @@ def test_bad_flags(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     exit_2_line(capsys, argv)
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["cut", "t1-p0-0"], "cut takes a link (a:b), not the switch 't1-p0-0'"),
+        (["flap", "h0:t0-p0-0", "--period", "0"], "period must be > 0 seconds"),
+        (["degrade", "@links", "--loss", "101"], "loss must be a percentage in 0..100"),
+        (["unfail", "h0:t0-p0-0"], "unfail takes a switch or HOST:PORT, not the link"),
+        (["restore", "@nope"], "unknown placeholder or group '@nope'"),
+    ],
+)
+def test_bad_fault_words_are_refused_before_any_lab(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """The registry's parser reads the words first: no lab, no root needed to refuse them."""
+    assert message in exit_2_line(capsys, ["lab", *argv, "--name", "nosuch"])
+
+
 @pytest.mark.parametrize("text", ["{not json", "{}", '{"lab": "unitlab"}', "[]"])
 def test_corrupt_state_file(
     private_state: Path, capsys: pytest.CaptureFixture[str], text: str
