@@ -25,12 +25,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from labs import addressing
+from labs.faultkinds import Cut, Fail, Flap, Restore, Unfail
 from labs.paths import paths
 from labs.topology import Topology, namespace
 from mrc_transport.demo.live import LiveSnapshot, format_fault
@@ -126,20 +127,24 @@ DEFAULT_STEP_S = 2.0
 
 
 def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
-    """The workshop's sequence, one action every step_s seconds, starting after one step."""
+    """The workshop's sequence, one fault every step_s seconds, starting after one step: the
+    faults the paper reports from production (mrc-protocol-notes.md, "Failure behaviour
+    reported in production"): a gray cut of the T0-T1 link that carries the TCP baseline
+    (and, since MRC sprays over every path, MRC too), a hard cut of the same link, a flap, a
+    T1 switch that stops forwarding and a lost NIC port, each undone a step later."""
     link, t1, port = PLACEHOLDERS
     plan = [
-        Step(0, "cut", link, mode="gray"),
-        Step(0, "restore", link),
-        Step(0, "cut", link, mode="hard"),
-        Step(0, "restore", link),
-        Step(0, "flap", link, period=step_s / 4, count=2),
-        Step(0, "fail", t1),
-        Step(0, "unfail", t1),
-        Step(0, "fail", port),
-        Step(0, "unfail", port),
+        Cut(link, "gray"),
+        Restore(link),
+        Cut(link, "hard"),
+        Restore(link),
+        Flap(link, period=step_s / 4, count=2),
+        Fail(t1),
+        Unfail(t1),
+        Fail(port),
+        Unfail(port),
     ]
-    return [replace(s, at=(i + 1) * step_s) for i, s in enumerate(plan)]
+    return [Step((i + 1) * step_s, fault) for i, fault in enumerate(plan)]
 
 
 # -- which MRC paths a fault kills --------------------------------------------------------
@@ -497,7 +502,7 @@ def analyse_run(
         "planes": cfg.topo.planes,
         "mrc_paths": len(paths(cfg.topo, src, dst)),
         "host_port_rate_bps": cfg.topo.host_link.rate_bps,
-        "schedule": [asdict(s) for s in out.steps],
+        "schedule": [s.to_json() for s in out.steps],
         **_mrc_meta(out.mrc_end),
         "host_pauses": [
             {"t_s": round(p.t_mono - out.t_origin, 4), "ms": round(p.late_s * 1e3, 1)}

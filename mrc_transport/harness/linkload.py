@@ -9,10 +9,16 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from labs.faultkinds import TargetKind
 from labs.topology import Topology, namespace
 from mrc_transport.harness.errors import HarnessError
 
-PLACEHOLDERS = ("@tcp-link", "@tcp-t1", "@src-port")
+PLACEHOLDERS: Mapping[str, TargetKind] = {
+    "@tcp-link": "link",
+    "@tcp-t1": "switch",
+    "@src-port": "port",
+}
+"""Each placeholder and the kind of target it stands for (``bindings_for``)."""
 
 
 def bindings_for(topo: Topology, tcp_link: str, src: str) -> dict[str, str]:

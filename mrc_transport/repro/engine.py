@@ -7,11 +7,10 @@ Theory of operation. For an experiment and a fabric, the engine
    ``finally``, kills every child and tears the lab down, also on Ctrl-C and on errors;
 3. per run, on that lab: starts every receiver, then every sender, and takes the
    moment the last of them started as the run's origin (time 0); plays the fault schedule,
-   one lane per target (repro/faults.py, harness/schedule.py's ``run_schedule``); waits for
-   every flow and judges its bytes
-   (harness/flows.py); reads the records, the lab's fault log (paired into windows by
-   harness/timeline.py) and the MRC senders' recovery events; samples the CPUs
-   (repro/machine.py) and watches for host pauses (harness/pauses.py);
+   one lane per target (harness/schedule.py ``lanes``, ``run_schedule``); waits for
+   every flow and judges its bytes (harness/flows.py); reads the records, the lab's fault
+   log (paired into windows by harness/timeline.py) and the MRC senders' recovery events;
+   samples the CPUs (repro/machine.py) and watches for host pauses (harness/pauses.py);
 4. hands the runs to the experiment's ``measure`` and ``plot`` and writes NAME.json,
    NAME.png and NAME.md (repro/result.py).
 """
@@ -22,7 +21,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,8 @@ from labs.topology import Topology
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flows, mrc_counters
 from mrc_transport.harness.procs import Children
-from mrc_transport.harness.schedule import Step, check_targets, run_schedule
+from mrc_transport.harness.schedule import Step, check_targets, lanes, run_schedule
 from mrc_transport.harness.timeline import pair_events
-from mrc_transport.repro.faults import FabricFaults, group_links, is_group, lanes
 from mrc_transport.repro.spec import Experiment, Run, RunResult
 
 
@@ -62,9 +60,7 @@ def unique_lab(exp: Experiment[Any]) -> str:
 def check_plan(topo: Topology, runs: Sequence[Run]) -> None:
     """Every step's target exists in the fabric (a group's every link); HarnessError otherwise."""
     for run in runs:
-        for step in run.steps:
-            links = group_links(topo, step.target) if is_group(step.target) else [step.target]
-            check_targets([replace(step, target=link) for link in links], topo)
+        check_targets(run.steps, topo)
 
 
 def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) -> dict[str, Any]:
@@ -165,7 +161,7 @@ async def _play(run: Run, cfg: ReproConfig, lab: str, children: Children, res: R
     from labs.faults import Lab
 
     flows = Flows(lab, cfg.topo, cfg.out, run.name, children)
-    faults = FabricFaults(Lab(lab))
+    faults = Lab(lab)
 
     def played(step: Step, _result: object, t_before: float, t_after: float) -> None:
         res.played.append((step, t_before, t_after))

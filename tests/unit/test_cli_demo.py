@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from labs.faultkinds import Flap
 from labs.paths import paths
 from labs.topology import preset
 from mrc_transport.cli.main import main
@@ -139,7 +140,7 @@ def test_path_killed_by_flap_on_its_link() -> None:
 
 def test_label_flaps_renames_only_cycles_inside_the_flap() -> None:
     link = "t0-p0-0:t1-p0-1"
-    flap = Step(5.0, "flap", link, period=0.5, count=2)
+    flap = Step(5.0, Flap(link, 0.5, 2))
     faults = [
         FaultWindow("cut", link, "hard", 1.0, 2.0),
         FaultWindow("cut", link, "hard", 5.1, 5.3),

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
+from labs.faultkinds import Cut, Degrade, Fail, Flap, Restore
 from labs.topology import preset
 from mrc_transport.demo.failover import default_schedule
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.linkload import bindings_for
 from mrc_transport.harness.schedule import (
     Step,
-    apply_step,
     check_targets,
+    lanes,
     load_schedule,
     natural_duration,
     parse_schedule,
@@ -39,7 +41,7 @@ def test_default_schedule_follows_the_issue() -> None:
         (16.0, "fail", "@src-port"),
         (18.0, "unfail", "@src-port"),
     ]
-    assert [s.mode for s in steps[:4:2]] == ["gray", "hard"]
+    assert [s.fault for s in steps[:4:2]] == [Cut("@tcp-link", "gray"), Cut("@tcp-link", "hard")]
     assert natural_duration(steps) == pytest.approx(20.0)  # flap at 10 takes 1 s, last at 18
 
 
@@ -48,7 +50,9 @@ def test_duration_scales_times_and_flap_period() -> None:
     assert natural_duration(steps) == pytest.approx(11.0)
     assert steps[0].at == pytest.approx(1.0)
     assert steps[-1].at == pytest.approx(9.0)
-    assert steps[4].period == pytest.approx(0.25)
+    flap = steps[4].fault
+    assert isinstance(flap, Flap)
+    assert (flap.period, flap.count) == (pytest.approx(0.25), 2)
     with pytest.raises(HarnessError, match="--duration"):
         scaled(steps, 2.0)
 
@@ -65,9 +69,13 @@ def test_yaml_file_parses_and_sorts(tmp_path: Path) -> None:
     )
     steps = load_schedule(path)
     assert [s.at for s in steps] == [1.5, 4.0, 6.0, 8.0, 9.0, 10.0]
-    assert steps[0] == Step(1.5, "cut", "@tcp-link", mode="gray")
-    assert steps[2].loss_pct == 5.0
-    assert (steps[3].period, steps[3].count, steps[3].busy_s) == (0.4, 2, pytest.approx(0.8))
+    assert steps[0] == Step(1.5, Cut("@tcp-link", mode="gray"))
+    assert steps[2].fault == Degrade("t0-p1-0:t1-p1-0", 5.0)
+    assert (steps[3].fault, steps[3].busy_s) == (
+        Flap("t0-p0-0:t1-p0-1", 0.4, 2),
+        pytest.approx(0.8),
+    )
+    assert steps[5].fault == Restore("h1:p0")
     check_targets(steps, TINY)
 
 
@@ -81,13 +89,17 @@ def test_yaml_file_parses_and_sorts(tmp_path: Path) -> None:
         ([{"at": -1, "action": "cut", "target": "a:b"}], "at must be >= 0"),
         ([{"at": "x", "action": "cut", "target": "a:b"}], "at must be a number"),
         ([{"at": 1, "action": "cutt", "target": "a:b"}], "unknown action 'cutt'"),
-        ([{"at": 1, "action": "cut", "target": "a:b", "mode": "soft"}], "mode must be gray"),
+        (
+            [{"at": 1, "action": "cut", "target": "a:b", "mode": "soft"}],
+            "mode must be hard or gray",
+        ),
         ([{"at": 1, "action": "cut", "target": "t1-p0-0"}], "cut takes a link"),
         ([{"at": 1, "action": "fail", "target": "a:b"}], "fail takes a switch or HOST:PORT"),
         ([{"at": 1, "action": "fail", "target": "@tcp-link"}], "not the link '@tcp-link'"),
         ([{"at": 1, "action": "cut", "target": "@nope"}], "unknown placeholder"),
+        ([{"at": 1, "action": "unfail", "target": "@t0-t1"}], "not the group '@t0-t1'"),
         ([{"at": 1, "action": "degrade", "target": "a:b"}], "degrade needs loss"),
-        ([{"at": 1, "action": "degrade", "target": "a:b", "loss": 0}], "loss must be"),
+        ([{"at": 1, "action": "degrade", "target": "a:b", "loss": 101}], "loss must be"),
         ([{"at": 1, "action": "fail", "target": "s", "mode": "gray"}], "'mode' does not apply"),
         ([{"at": 1, "action": "flap", "target": "a:b", "count": 0}], "count must be"),
         ([{"at": 1, "action": "flap", "target": "a:b", "period": -1}], "period must be"),
@@ -122,70 +134,62 @@ def test_placeholders_resolve_and_targets_are_checked() -> None:
     for bad, why in (
         ("t0-p0-0:t1-p0-9", "no link"),
         ("t1-p7-0", "no node"),
-        ("h0:p5", "no port p5"),
-        ("h1", "is a host"),
+        ("h0:p5", "'h0:p5' is not HOST:PORT"),
+        ("h1", "not the host 'h1'"),
     ):
-        action = "cut" if ":" in bad and not bad.startswith("h") else "fail"
-        with pytest.raises(HarnessError, match=why):
-            check_targets([Step(3, action, bad)], TINY)
+        fault = Cut(bad) if ":" in bad and not bad.startswith("h") else Fail(bad)
+        with pytest.raises(HarnessError, match=f"step at 3s .*{why}"):
+            check_targets([Step(3, fault)], TINY)
+    with pytest.raises(HarnessError, match="no link 'h0:t0-p9-0'"):
+        check_targets([Step(1, Flap("h0:t0-p0-0+h0:t0-p9-0"))], TINY)
+    check_targets([Step(1, Degrade("@links", 1)), Step(2, Restore("@links"))], TINY)
 
 
 class FakeLab:
-    def __init__(self, clock: object = None) -> None:
-        self.calls: list[tuple[object, ...]] = []
-        self.clock = clock
+    """The lab methods the default schedule's faults call, logged with the (mock) time."""
 
-    def _log(self, *call: object) -> str:
-        t = trio.current_time() if self.clock else None
-        self.calls.append((*call, t))
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def _log(self, *call: object) -> Any:
+        self.calls.append((*call, trio.current_time()))
         return f"event {call[0]}"
 
-    def cut(self, link_name: str, mode: object = "hard") -> object:
+    def cut(self, link_name: str, mode: object = "hard") -> Any:
         return self._log("cut", link_name, mode)
 
-    def restore(self, link_name: str) -> object:
+    def restore(self, link_name: str) -> Any:
         return self._log("restore", link_name)
 
-    def degrade(self, link_name: str, loss_pct: float) -> object:
-        return self._log("degrade", link_name, loss_pct)
+    def flap(self, link_name: str, period: float, count: int) -> Any:
+        return [self._log("flap", link_name, period, count)]
 
-    def flap(self, link_name: str, period: float, count: int) -> object:
-        return self._log("flap", link_name, period, count)
-
-    def fail(self, target: str) -> object:
+    def fail(self, target: str) -> Any:
         return self._log("fail", target)
 
-    def unfail(self, target: str) -> object:
+    def unfail(self, target: str) -> Any:
         return self._log("unfail", target)
 
 
-def test_apply_step_dispatch() -> None:
-    lab = FakeLab()
-    for s in (
-        Step(0, "cut", "a:t1", mode="gray"),
-        Step(0, "restore", "a:t1"),
-        Step(0, "restore", "h0:p1"),
-        Step(0, "restore", "t1-p0-0"),
-        Step(0, "degrade", "a:t1", loss_pct=2.5),
-        Step(0, "flap", "a:t1", period=0.2, count=4),
-        Step(0, "fail", "t1-p0-0"),
-        Step(0, "unfail", "h0:p1"),
-    ):
-        apply_step(lab, s)
-    assert [c[:-1] for c in lab.calls] == [
-        ("cut", "a:t1", "gray"),
-        ("restore", "a:t1"),
-        ("unfail", "h0:p1"),
-        ("unfail", "t1-p0-0"),
-        ("degrade", "a:t1", 2.5),
-        ("flap", "a:t1", 0.2, 4),
-        ("fail", "t1-p0-0"),
-        ("unfail", "h0:p1"),
-    ]
+def test_lanes_split_by_target_in_time_order() -> None:
+    a1, b1, a2 = Step(0.5, Cut("a:b")), Step(1, Flap("c:d")), Step(3, Restore("a:b"))
+    assert lanes([a2, b1, a1]) == [[a1, a2], [b1]]
+
+
+def test_a_step_in_a_report_keeps_every_key() -> None:
+    """The failover report's "schedule": the same keys for every kind, as always."""
+    keys = ["at", "action", "target", "mode", "loss_pct", "period", "count"]
+    flap = Step(2, Flap("a:b", 0.4, 2)).to_json()
+    assert list(flap) == keys
+    assert flap == {"at": 2, "action": "flap", "target": "a:b", "mode": "hard",
+                    "loss_pct": 0.0, "period": 0.4, "count": 2}  # fmt: skip
+    assert Step(1, Cut("a:b", "gray")).to_json()["mode"] == "gray"
+    assert Step(1, Degrade("a:b", 5)).to_json()["loss_pct"] == 5.0
+    assert list(Step(1, Fail("t1-p0-0")).to_json()) == keys
 
 
 async def test_run_schedule_plays_steps_on_time(autojump_clock: trio.testing.MockClock) -> None:
-    lab = FakeLab(clock=autojump_clock)
+    lab = FakeLab()
     seen: list[tuple[str, object]] = []
 
     async def direct(fn: object) -> object:
@@ -195,7 +199,7 @@ async def test_run_schedule_plays_steps_on_time(autojump_clock: trio.testing.Moc
     t_origin = trio.current_time() + 5.0
     steps = resolve(default_schedule(1.5), bindings_for(TINY, "t0-p0-0:t1-p0-1", "h0"))
     await run_schedule(
-        lab,
+        lab,  # type: ignore[arg-type]
         list(reversed(steps)),
         t_origin,
         clock=trio.current_time,
@@ -203,6 +207,7 @@ async def test_run_schedule_plays_steps_on_time(autojump_clock: trio.testing.Moc
         on_step=lambda s, r, t0, t1: seen.append((s.action, r)),
     )
     assert [round(c[-1] - t_origin, 6) for c in lab.calls] == [1.5 * (i + 1) for i in range(9)]
-    assert seen[0] == ("cut", "event cut")
+    assert seen[0] == ("cut", ["event cut"])
+    assert seen[4] == ("flap", ["event flap"])
     assert lab.calls[5][:2] == ("fail", "t1-p0-1")
     assert lab.calls[7][:2] == ("fail", "h0:p0")

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from labs.faultkinds import Degrade, Fail, Flap, links_of, target_kind
 from labs.paths import path_links, paths
 from labs.topology import preset
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.patterns import permutation
+from mrc_transport.harness.schedule import Step
 from mrc_transport.repro.engine import check_plan, unique_lab
 from mrc_transport.repro.experiments import (
     EXPERIMENTS,
@@ -22,7 +24,6 @@ from mrc_transport.repro.experiments import (
     incast,
     loss,
 )
-from mrc_transport.repro.faults import group_links, is_group, lanes
 from mrc_transport.repro.spec import Experiment, Fabric, Run
 
 ISSUE = ("loss", "permutation", "incast", "port-loss", "flapping", "cascade", "t1-blackhole")
@@ -103,14 +104,14 @@ def test_loss_steps_every_level_in_turn_on_every_link() -> None:
         ("tcp", 8),
     ]
     steps = runs[0].steps
-    assert [(s.at, s.action, s.loss_pct) for s in steps[:-1]] == [
-        (k.clean_s, "degrade", 0.1),
-        (k.clean_s + k.phase_s, "degrade", 1.0),
+    assert [(s.at, s.fault) for s in steps[:-1]] == [
+        (k.clean_s, Degrade("@links", 0.1)),
+        (k.clean_s + k.phase_s, Degrade("@links", 1.0)),
     ]
     assert runs[0].duration_s == k.clean_s + 2 * k.phase_s
     topo = EXPERIMENTS["loss"].fabric.build()
-    assert len(group_links(topo, "@links")) == len(topo.links)
-    assert {topo.link(n).kind for n in group_links(topo, "@t0-t1")} == {"t0-t1"}
+    assert len(links_of(topo, "@links")) == len(topo.links)
+    assert {topo.link(n).kind for n in links_of(topo, "@t0-t1")} == {"t0-t1"}
 
 
 def test_permutation_is_the_collisions_demo_s() -> None:
@@ -164,7 +165,8 @@ def test_flapping_flaps_half_the_receiver_s_links_in_step() -> None:
     (run,) = _runs(exp, False)
     (step,) = run.steps
     links = step.target.split("+")
-    assert is_group(step.target)
+    assert isinstance(step.fault, Flap)
+    assert target_kind(step.target) == "links"
     assert links == flapping.flapping_links(topo)
     assert len(links) == topo.planes // 2
     assert {topo.link(n).a for n in links} == {run.flows[0].dst}
@@ -213,13 +215,6 @@ def test_t1_blackhole_is_all_to_all_around_one_t1() -> None:
     assert len(blackhole.talkers(topo, exp.quick)) == 2
 
 
-def test_lanes_split_by_target_in_time_order() -> None:
-    from mrc_transport.harness.schedule import Step
-
-    a1, b1, a2 = Step(0.5, "cut", "a:b"), Step(1, "flap", "c:d"), Step(3, "restore", "a:b")
-    assert lanes([a2, b1, a1]) == [[a1, a2], [b1]]
-
-
 def test_fabric_reshapes_a_preset_and_refuses_nonsense() -> None:
     topo = Fabric(planes=1, hosts_per_rack=8, t1_per_plane=3, rate_bps=20_000_000).build()
     assert (topo.planes, topo.hosts_per_rack, topo.t1_per_plane) == (1, 8, 3)
@@ -231,54 +226,10 @@ def test_fabric_reshapes_a_preset_and_refuses_nonsense() -> None:
 
 
 def test_a_target_not_in_the_fabric_is_refused_before_any_lab() -> None:
-    from mrc_transport.harness.schedule import Step
-
     topo = preset("tiny")
-    bad = Run("x", _runs(EXPERIMENTS["port-loss"], True)[0].flows, 5, (Step(1, "fail", "h9:p0"),))
+    bad = Run("x", _runs(EXPERIMENTS["port-loss"], True)[0].flows, 5, (Step(1, Fail("h9:p0")),))
     with pytest.raises(HarnessError, match="h9"):
         check_plan(topo, [bad])
-    plus = Run("x", bad.flows, 5, (Step(1, "flap", "h0:t0-p0-0+h0:t0-p9-0"),))
+    plus = Run("x", bad.flows, 5, (Step(1, Flap("h0:t0-p0-0+h0:t0-p9-0")),))
     with pytest.raises(HarnessError, match="no link"):
         check_plan(topo, [plus])
-
-
-class _FakeLab:
-    """labs.faults.Lab's fault methods, recorded."""
-
-    def __init__(self) -> None:
-        self.topo = preset("tiny")
-        self.calls: list[tuple[object, ...]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        def call(*args: object) -> str:
-            self.calls.append((name, *args))
-            return name
-
-        return call
-
-
-def test_fabric_faults_send_groups_to_the_batched_forms() -> None:
-    from mrc_transport.harness.schedule import Step, apply_step
-    from mrc_transport.repro.faults import FabricFaults
-
-    lab = _FakeLab()
-    faults = FabricFaults(lab)  # type: ignore[arg-type]
-    every = [ln.name for ln in lab.topo.links]
-    apply_step(faults, Step(1, "degrade", "@links", loss_pct=1.0))
-    apply_step(faults, Step(2, "restore", "@links"))
-    apply_step(faults, Step(3, "flap", "h0:t0-p0-0+h0:t0-p1-0", period=2, count=1))
-    apply_step(faults, Step(4, "flap", "h0:t0-p0-0", period=2, count=1))
-    apply_step(faults, Step(5, "restore", "t0-p0-0:t1-p0-1"))
-    apply_step(faults, Step(5, "restore", "t0-p0-0:t1-p0-1+t0-p0-0:t1-p0-0"))
-    apply_step(faults, Step(6, "fail", "h0:p1"))
-    assert lab.calls == [
-        ("degrade_many", every, 1.0, "@links"),
-        ("degrade_many", every, 0.0, "@links"),
-        ("flap_many", ["h0:t0-p0-0", "h0:t0-p1-0"], 2, 1),
-        ("flap", "h0:t0-p0-0", 2, 1),
-        ("restore", "t0-p0-0:t1-p0-1"),
-        ("restore_many", ["t0-p0-0:t1-p0-1", "t0-p0-0:t1-p0-0"]),
-        ("fail", "h0:p1"),
-    ]
-    with pytest.raises(HarnessError, match="one link"):
-        faults.cut("@links")

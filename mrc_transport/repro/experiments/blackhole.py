@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labs.faultkinds import Fail, Unfail
 from labs.topology import Topology
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.schedule import Step
@@ -93,7 +94,7 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
         for i, (s, d) in enumerate(itertools.permutations(talkers(topo, k), 2))
     )
     t1 = victim_t1(topo)
-    steps = (Step(k.fail_at, "fail", t1), Step(k.fail_at + k.fail_s, "unfail", t1))
+    steps = (Step(k.fail_at, Fail(t1)), Step(k.fail_at + k.fail_s, Unfail(t1)))
     return (Run("mrc", flows, duration, steps),)
 
 

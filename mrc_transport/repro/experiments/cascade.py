@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from labs.faultkinds import Cut, Restore
 from labs.paths import path_links, paths
 from labs.topology import Topology
 from mrc_transport.harness.patterns import pick_hosts
@@ -86,8 +87,8 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     may be crawling, and must finish (every byte checked) in seconds, not minutes."""
     links = cascade_links(topo, k.links)
     duration = k.first_at + len(links) * k.every_s + k.tail_s
-    steps = [Step(k.first_at + i * k.every_s, "cut", link) for i, link in enumerate(links)]
-    steps.append(Step(duration, "restore", "+".join(links)))  # together: repro/faults.py
+    steps = [Step(k.first_at + i * k.every_s, Cut(link)) for i, link in enumerate(links)]
+    steps.append(Step(duration, Restore("+".join(links))))  # together: labs/faultkinds.py
     return (one_mrc_flow(topo, duration, steps),)
 
 

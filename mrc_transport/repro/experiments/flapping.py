@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from labs.faultkinds import Flap
 from labs.topology import Topology
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
@@ -75,8 +76,8 @@ def check(topo: Topology, k: Knobs) -> None:
 
 
 def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
-    links = "+".join(flapping_links(topo))  # in step: repro/faults.py
-    steps = [Step(k.flap_at, "flap", links, period=k.period, count=k.count)]
+    links = "+".join(flapping_links(topo))  # in step: labs/faultkinds.py
+    steps = [Step(k.flap_at, Flap(links, k.period, k.count))]
     return (one_mrc_flow(topo, k.flap_at + k.period * k.count + k.tail_s, steps),)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labs.faultkinds import Degrade, Restore
 from labs.topology import Topology
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.patterns import pick_hosts
@@ -65,10 +66,9 @@ def check(topo: Topology, k: Knobs) -> None:
 def schedule(k: Knobs) -> list[Step]:
     """Each level at the end of the phase before; the loss taken off at the run's end."""
     steps = [
-        Step(k.clean_s + k.phase_s * i, "degrade", k.links, loss_pct=level)
-        for i, level in enumerate(k.levels)
+        Step(k.clean_s + k.phase_s * i, Degrade(k.links, level)) for i, level in enumerate(k.levels)
     ]
-    return [*steps, Step(duration(k), "restore", k.links)]
+    return [*steps, Step(duration(k), Restore(k.links))]
 
 
 def duration(k: Knobs) -> float:

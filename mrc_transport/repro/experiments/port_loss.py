@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from labs.faultkinds import Fail, Unfail
 from labs.paths import paths
 from labs.topology import Topology
 from mrc_transport.harness.paths import path_killed
@@ -69,8 +70,8 @@ def port(topo: Topology, k: Knobs) -> str:
 
 def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     steps = (
-        Step(k.fail_at, "fail", port(topo, k)),
-        Step(k.fail_at + k.down_s, "unfail", port(topo, k)),
+        Step(k.fail_at, Fail(port(topo, k))),
+        Step(k.fail_at + k.down_s, Unfail(port(topo, k))),
     )
     return (one_mrc_flow(topo, k.fail_at + k.down_s + k.tail_s, steps),)
 
