@@ -43,7 +43,7 @@ from mrc_transport.harness.linkload import (
     measure_tcp_link,
     read_tx_counters,
 )
-from mrc_transport.harness.paths import path_killed
+from mrc_transport.harness.paths import surviving
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.pauses import Pause, PauseWatch
 from mrc_transport.harness.records import read_records
@@ -157,8 +157,7 @@ def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWin
     def fraction(fault: FaultWindow, flow: str) -> float:
         if FLOWS.get(flow) != "mrc":
             return 1.0
-        alive = sum(not path_killed(fault, src, dst, p) for p in all_paths)
-        return alive / len(all_paths)
+        return surviving(fault, src, dst, all_paths)
 
     return fraction
 

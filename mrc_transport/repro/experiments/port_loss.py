@@ -9,7 +9,7 @@ Lab: one MRC connection between racks; at ``fail_at`` the receiver's port in pla
 admin down (labs/faults.py ``fail HOST:PORT``), ``down_s`` later it comes back. Measured
 with the failover demo's analysis (harness/timeline.py): the longest delivery gap, the time
 until goodput holds 90% of what the ports left can carry (the share of MRC's paths the
-fault leaves, failover.path_killed), when the sender took the plane out of use (its
+fault leaves, harness/paths.py), when the sender took the plane out of use (its
 ``plane_down`` event), and the time back to full rate after the port returns.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from labs.faultkinds import Fail, Unfail
 from labs.paths import paths
 from labs.topology import Topology
-from mrc_transport.harness.paths import path_killed
+from mrc_transport.harness.paths import surviving
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
@@ -76,16 +76,11 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     return (one_mrc_flow(topo, k.fail_at + k.down_s + k.tail_s, steps),)
 
 
-def surviving(topo: Topology, res: RunResult, fault: FaultWindow) -> float:
-    flow = res.run.flows[0]
-    every = paths(topo, flow.src, flow.dst)
-    return sum(not path_killed(fault, flow.src, flow.dst, p) for p in every) / len(every)
-
-
 def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     res = results[0]
     fault = first_fault(res, "fail")
-    share = surviving(topo, res, fault)
+    flow = res.run.flows[0]
+    share = surviving(fault, flow.src, flow.dst, paths(topo, flow.src, flow.dst))
     (result,) = analyse(
         res.deliveries,
         [fault],
