@@ -11,6 +11,9 @@ timestamped into the lab's JSONL event log.
 
 ``t_mono`` is time.monotonic() (CLOCK_MONOTONIC is system-wide, so traffic logs of other
 processes on this machine join on it); ``t_wall`` is time.time().
+
+This is the mechanism; what a fault is (its verb, targets and options, checked) is
+labs/faultkinds.py, whose kinds call these methods: the CLI and the schedules go there.
 """
 
 from __future__ import annotations
