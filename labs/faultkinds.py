@@ -49,13 +49,6 @@ _NAMES: Mapping[TargetKind, str] = {
     "switch": "a switch",
     "port": "HOST:PORT",
 }
-_THE: Mapping[TargetKind, str] = {
-    "link": "the link",
-    "links": "the links",
-    "group": "the group",
-    "switch": "the switch",
-    "port": "the port",
-}
 _PORT = re.compile(r"p\d+")
 NO_PLACEHOLDERS: Mapping[str, TargetKind] = {}
 
@@ -112,7 +105,7 @@ def links_of(topo: Topology, target: str) -> list[str]:
 
 
 def host_port(topo: Topology, target: str) -> tuple[str, str]:
-    """ "h0:p1" as (host, port) when the host has that port; LabError otherwise."""
+    """(host, port) of "h0:p1" when the host has that port; LabError otherwise."""
     host, _, port = target.partition(":")
     topo.check_node(host)
     if topo.kind_of(host) != "host" or port not in {dev for dev, _, _ in topo.ports(host)}:
@@ -136,7 +129,7 @@ def _target(
         raise FaultError("target must be a name like t0-p0-0:t1-p0-1, t1-p0-1 or h0:p1")
     kind = target_kind(value, placeholders)
     if kind not in takes:
-        raise FaultError(f"{verb} takes {_either(takes)}, not {_THE[kind]} {value!r}")
+        raise FaultError(f"{verb} takes {_either(takes)}, not the {kind} {value!r}")
     if kind == "links":
         for part in value.split("+"):
             if target_kind(part) != "link":
@@ -145,8 +138,12 @@ def _target(
 
 
 def _either(kinds: Sequence[TargetKind]) -> str:
-    names = [_NAMES[k] for k in kinds]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return _one_of([_NAMES[k] for k in kinds])
+
+
+def _one_of(words: Sequence[str]) -> str:
+    """The words as a choice: a; a or b; a, b or c."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -175,17 +172,13 @@ class Option:
         """``value`` checked against the type (ranges are the kind's to check)."""
         if self.choices:
             if value not in self.choices:
-                raise FaultError(f"{self.key} must be {_either_word(self.choices)}, not {value!r}")
+                raise FaultError(f"{self.key} must be {_one_of(self.choices)}, not {value!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise FaultError(f"{self.key} must be a number, not {value!r}")
         if self.type is int and not isinstance(value, int):
             raise FaultError(f"{self.key} must be an integer, not {value!r}")
         return self.type(value)
-
-
-def _either_word(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 # -- the kinds --------------------------------------------------------------------------------
@@ -368,7 +361,7 @@ class Restore(Fault):
             return lab.restore_many(self.target.split("+"))
         if kind == "group":  # a group can only have been degraded
             return [lab.degrade_many(links_of(lab.topo, self.target), 0.0, self.target)]
-        return [lab.unfail(self.target)]
+        return Unfail(self.target).apply(lab)
 
 
 @dataclass(frozen=True, slots=True)
