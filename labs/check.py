@@ -230,8 +230,39 @@ def _wait(
             _drain(rx, nonce, got)
 
 
+FAIL_LINES = 20
+"""FAIL lines printed before "... and N more": enough to see a fault's shape on a screen."""
+
+
+def fail_lines(results: list[ProbeResult], limit: int = FAIL_LINES) -> list[str]:
+    """The failed probes, up to ``limit`` of them taken in turn from each (src, dst) pair so
+    both directions of a cut show, then how many were left out and the links that every failed
+    path crosses (usually the fault's own link)."""
+    bad = [r for r in results if not r.ok]
+    by_pair: dict[tuple[str, str], list[ProbeResult]] = {}
+    for r in bad:
+        by_pair.setdefault((r.src, r.dst), []).append(r)
+    order = sorted(_round_robin(list(by_pair.values())), key=lambda t: t[0])
+    shown = [r for _, r in order][:limit]
+    lines = [
+        f"FAIL {r.src}->{r.dst} plane {r.plane} {r.encoding} via {' '.join(r.hops)}" for r in shown
+    ]
+    if len(bad) > len(shown):
+        lines.append(f"... and {len(bad) - len(shown)} more (--json lists every probe)")
+    common = set.intersection(*(set(r.links) for r in bad)) if bad else set()
+    if common:
+        lines.append(f"every failed path crosses {', '.join(sorted(common))}")
+    return lines
+
+
+def _round_robin(groups: list[list[ProbeResult]]) -> list[tuple[int, ProbeResult]]:
+    """(turn, result) so sorting takes every group's first, then every group's second..."""
+    return [(turn * len(groups) + g, r) for g, rs in enumerate(groups) for turn, r in enumerate(rs)]
+
+
 def matrix(results: list[ProbeResult], hosts: tuple[str, ...]) -> str:
-    """src x dst table: "ok" when every path in both encodings works, else "F n/m"."""
+    """src x dst table: "OK" when every path in both encodings works, else "Fn/m": n of the
+    pair's m probes (its paths in both encodings) failed; a legend line says so."""
     cells: dict[tuple[str, str], list[bool]] = {}
     for r in results:
         cells.setdefault((r.src, r.dst), []).append(r.ok)
@@ -248,4 +279,6 @@ def matrix(results: list[ProbeResult], hosts: tuple[str, ...]) -> str:
             else:
                 row += f"F{len(oks) - sum(oks)}/{len(oks)}".rjust(width)
         lines.append(row)
+    if not all(all(oks) for oks in cells.values()):
+        lines.append("Fn/m: n of the pair's m probes failed (every path, uSID and SRH)")
     return "\n".join(lines)

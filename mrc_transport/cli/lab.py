@@ -226,6 +226,8 @@ def _down(args: argparse.Namespace) -> int:
 
     _need_root()
     names = list_labs() if args.all else [args.name]
+    if not names:
+        print("no labs up: nothing to remove")
     for name in names:
         n = down(name)
         print(f"lab {name} down: {n} namespaces removed")
@@ -322,7 +324,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from labs.check import matrix, run_check
+    from labs.check import fail_lines, matrix, run_check
     from labs.state import load_state
 
     _need_root()
@@ -332,10 +334,10 @@ def _check(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in results]))
     else:
         print(matrix(results, st.topology.hosts))
-        bad = [r for r in results if not r.ok]
-        print(f"{len(results) - len(bad)}/{len(results)} probes OK")
-        for r in bad[:20]:
-            print(f"FAIL {r.src}->{r.dst} plane {r.plane} {r.encoding} via {' '.join(r.hops)}")
+        ok = sum(r.ok for r in results)
+        print(f"{ok}/{len(results)} probes OK")
+        for line in fail_lines(results):
+            print(line)
     return 0 if all(r.ok for r in results) else 1
 
 

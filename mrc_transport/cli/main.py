@@ -38,8 +38,12 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        # One line, not argparse's usage block: scripts and people both read it at a glance.
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # One line, not argparse's usage block: scripts and people both read it at a glance;
+        # it ends with where the usage is, and at the top level with the commands there are.
+        hint = f"`{self.prog} --help` for usage"
+        if self.prog == "mrc":
+            hint = f"commands: {', '.join(name for name, _ in SUBCOMMANDS)}; " + hint
+        self.exit(2, f"{self.prog}: error: {message} ({hint})\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

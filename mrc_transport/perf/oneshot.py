@@ -69,9 +69,12 @@ def run_one_shot(opts: PerfOptions, src: str, dst: str) -> int:
     """Start the server in dst's namespace, the client in src's, relay the client's output;
     the exit code (the client's, else the server's). OptionsError for a host that is not
     in the running lab."""
+    from labs.state import state_path
     from labs.topology import namespace
 
     assert opts.lab is not None
+    if not state_path(opts.lab).exists():
+        raise OptionsError(f"no lab {opts.lab!r} is up (`mrc lab list` shows the labs)")
     for host in (src, dst):
         if not os.path.exists(f"/run/netns/{namespace(opts.lab, host)}"):
             raise OptionsError(f"no host {host!r} in a running lab {opts.lab!r}")

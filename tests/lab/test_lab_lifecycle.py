@@ -144,4 +144,5 @@ def test_down_all_removes_every_lab(
     assert [n for name in private_labs for n in _leftovers(name)] == []
     out = capsys.readouterr().out.splitlines()
     assert sorted(out) == sorted(f"lab {n} down: 12 namespaces removed" for n in private_labs)
-    assert main(["lab", "down", "--all"]) == 0  # nothing left: still fine
+    assert main(["lab", "down", "--all"]) == 0  # nothing left: still fine, and it says so
+    assert capsys.readouterr().out == "no labs up: nothing to remove\n"

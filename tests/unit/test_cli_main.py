@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mrc_transport import __version__
@@ -76,3 +78,20 @@ def test_cpu_line_is_iperf3s() -> None:
     assert cpu_line(cpu, reverse=True) == (
         "CPU Utilization: local/receiver 99.2% (80.0%u/19.2%s), remote/sender 50.0% (40.0%u/10.0%s)"
     )
+
+
+def test_bad_top_level_flag_names_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--bogus"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "unrecognized arguments: --bogus" in line
+    assert "commands: lab, perf, demo" in line
+
+
+def test_perf_on_a_lab_that_is_not_up_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from labs.state import STATE_DIR_ENV
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path))
+    assert main(["perf", "--lab", "nolab", "--from", "h4", "--to", "h0", "-t", "1"]) == 2
+    assert "no lab 'nolab' is up" in _one_line(capsys.readouterr().err)
