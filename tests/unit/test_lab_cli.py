@@ -61,6 +61,24 @@ def test_graph_svg_draws_every_link_and_node(tmp_path: Path) -> None:
     assert len(drawn) >= len(topo.links) + len(topo.nodes)
 
 
+def test_graph_svg_has_a_plane_legend_and_racks(tmp_path: Path) -> None:
+    _saved_lab()
+    out = tmp_path / "fabric.svg"
+    assert main(["lab", "graph", str(out), "--name", LAB]) == 0
+    text = out.read_text()
+    for label in ("plane 0", "plane 1", "rack 0", "rack 1"):
+        assert f"<!-- {label} -->" in text
+
+
+def test_graph_groups_hosts_by_rack() -> None:
+    from labs.graph import positions
+
+    topo = preset("default")
+    xs = {h: positions(topo)[h][0] for h in topo.hosts}
+    gaps = sorted(b - a for a, b in zip(sorted(xs.values()), sorted(xs.values())[1:]))
+    assert gaps[-1] > 1.5 * gaps[0]  # the step between racks is wider than inside one
+
+
 @pytest.mark.parametrize("name", ["fabric.jpg", "fabric", "fabric.png.txt"])
 def test_graph_bad_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     _saved_lab()
