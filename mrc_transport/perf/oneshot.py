@@ -73,7 +73,7 @@ def run_one_shot(opts: PerfOptions, src: str, dst: str) -> int:
     from labs.topology import namespace
 
     assert opts.lab is not None
-    if not state_path(opts.lab).exists():
+    if not os.path.exists(state_path(opts.lab)):
         raise OptionsError(f"no lab {opts.lab!r} is up (`mrc lab list` shows the labs)")
     for host in (src, dst):
         if not os.path.exists(f"/run/netns/{namespace(opts.lab, host)}"):
