@@ -207,9 +207,9 @@ def floor_burst(lab: str, src: str, dst: str) -> tuple[BurstEncoder, list[PathHe
     one MSS each, packet i on path i of src -> dst's in turn, to ``FLOOR_PORT``; with their
     path headers and the MSS."""
     from mrc_transport.io import batchio
-    from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
     from mrc_transport.io.paths import LabPaths
+    from mrc_transport.io.tuning import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.wire.frames import DSCP_DATA, Common, DataHeader, Flags, Opcode
 
     paths = LabPaths(lab, src).paths_to(dst)
