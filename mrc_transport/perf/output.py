@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from mrc_transport.perf.report import EndDoc, Interval, JsonObject, PerfReport, StartDoc
+from mrc_transport.perf.jsonobj import JsonObject
+from mrc_transport.perf.report import EndDoc, Interval, PerfReport, StartDoc
 
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import MrcEndpoint

@@ -25,10 +25,11 @@ from mrc_transport import wire
 from mrc_transport.cli import perf as cli
 from mrc_transport.cli.main import UsageError, build_parser
 from mrc_transport.perf import config, oneshot, summary
+from mrc_transport.perf.messages import PerfParams, ReceiverReport, SenderReport
 from mrc_transport.perf.output import Output, end_lines
 from mrc_transport.perf.report import EndDoc, Interval, PerfReport, ReportError, StartDoc
 from mrc_transport.perf.reporter import Reporter
-from mrc_transport.perf.session import PerfParams, StreamStats
+from mrc_transport.perf.session import StreamStats
 from tests.unit import perf_inputs as inputs
 
 OLD: dict[str, Any] = json.loads(
@@ -42,11 +43,25 @@ def _opts(argv: list[str]) -> Any:
     return cli.options(args)
 
 
+def _stats(sending: bool, verified: bool | None, local: Any, peer: Any) -> StreamStats:
+    """A stream of a case: its E and R messages read as they arrive from a peer, a failed
+    one's error in its own field."""
+    s = StreamStats(None, sending=sending)  # type: ignore[arg-type]
+    s.verified, s.error = verified, local.pop("error", None)
+    mine, theirs = (SenderReport, ReceiverReport) if sending else (ReceiverReport, SenderReport)
+    reports = {mine: local, theirs: peer}
+    if reports[SenderReport]:
+        s.sender_report = SenderReport.from_json_untrusted(reports[SenderReport])
+    if reports[ReceiverReport]:
+        s.receiver_report = ReceiverReport.from_json_untrusted(reports[ReceiverReport])
+    return s
+
+
 @pytest.mark.parametrize("case", sorted(inputs.STREAMS))
 @pytest.mark.parametrize("k", range(len(inputs.CPU)))
 def test_end_document_and_lines_as_before(case: str, k: int) -> None:
     cpu0, cpu1, wall = inputs.CPU[k]
-    streams = inputs.streams(StreamStats, case)
+    streams = inputs.streams(_stats, case)
     end = summary.end_doc(streams, cpu0, cpu1, wall, dict(inputs.ENDPOINT))
     old = OLD["end"][f"{case}/{k}"]
     assert json.dumps(end.to_json()) == old["json"]
