@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
+from labs.units import Rate, Size
 from mrc_transport.perf.jsonobj import INLINE, Record, SchemaError
 
 KIND_PARAMS, KIND_DATA, KIND_END, KIND_RESULT = b"P", b"D", b"E", b"R"
@@ -70,11 +71,11 @@ class PerfParams(Message):
     """The server sends (-R)."""
     duration: float
     """Seconds to send (-t) when nbytes is 0."""
-    nbytes: int
+    nbytes: Size
     """Bytes this connection sends (its share of -n), 0 = by duration."""
-    length: int
+    length: Size
     """Message size (-l)."""
-    rate_bps: float
+    rate_bps: Rate
     """Target rate per connection (-b), 0 = as fast as possible."""
     planes: tuple[int, ...] = ()
     """Planes the sender may use (--planes); empty = all."""

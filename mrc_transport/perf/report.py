@@ -60,7 +60,8 @@ class TestStart(Record):
     reverse: bool
     """The server sends (-R); an integer in JSON, as iperf3's."""
     target_bitrate: float
-    """Target bits per second per connection (-b), 0 = unlimited."""
+    """Target bits per second per connection (-b), 0 = unlimited (a float in JSON, as
+    iperf3 writes it)."""
 
     def to_json(self) -> JsonObject:
         return {"protocol": self.protocol, **fields_json(self), "reverse": int(self.reverse)}

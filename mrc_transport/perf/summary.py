@@ -50,7 +50,12 @@ def client_start(opts: PerfOptions, paths: Sequence[SrPath], cfg: Config, sessio
     from mrc_transport import wire
 
     test = TestStart(
-        opts.parallel, opts.length, opts.seconds, opts.nbytes, opts.reverse, opts.rate_bps
+        opts.parallel,
+        opts.length,
+        opts.seconds,
+        opts.nbytes,
+        opts.reverse,
+        float(opts.rate_bps),
     )
     setup = ClientSetup(
         evs=cfg.ev_count,
@@ -71,7 +76,7 @@ def server_start(opts: PerfOptions, params: PerfParams, handle: ConnHandle) -> S
     """The server's ``start`` of a test: what the client asked for in its P message."""
     test = TestStart(
         params.parallel, params.length, params.duration, params.nbytes * params.parallel,
-        params.reverse, params.rate_bps,
+        params.reverse, float(params.rate_bps),
     )  # fmt: skip
     setup = ServerSetup(params.planes, opts.encoding, opts.port)
     peer = AcceptedConnection(handle.conn.conn, handle.conn.peer_conn)

@@ -124,7 +124,7 @@ class FakeHandle:
 
 
 def _params(nbytes: int, length: int) -> perf.PerfParams:
-    return perf.PerfParams("s", 0, 1, False, 0.0, nbytes, length, 0.0)
+    return perf.PerfParams("s", 0, 1, False, 0.0, nbytes, length, 0)
 
 
 async def _deliver(messages: list[bytes]) -> perf.StreamStats:

@@ -29,7 +29,7 @@ CONN = ConnReport(
     srtt_us=1234.5,
 )
 MESSAGES: list[Message] = [
-    PerfParams("5e55", 1, 2, True, 2.5, 0, 131072, 1e8, (0, 2)),
+    PerfParams("5e55", 1, 2, True, 2.5, 0, 131072, 10**8, (0, 2)),
     SenderReport(3 << 20, "0123abcd", 1.25, CpuSeconds(0.4125, 0.1031), CONN),
     ReceiverReport(3 << 20, "0123abcd", 1.2625, True, CpuSeconds(0.3, 0.06), CONN),
     ReceiverReport(0, "", 0.0, False, None, ConnReport({}, (), (), None)),
