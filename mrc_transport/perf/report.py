@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Self, TypeVar
 
 from mrc_transport.perf.jsonobj import JsonObject, Record, fields_json, from_fields
+from mrc_transport.perf.messages import EvReport
 
 
 class ReportError(ValueError):
@@ -312,26 +313,16 @@ class PlaneEnd(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class EvEnd(Record):
-    """One EV of one connection at the end (those that sent, and every non-backup one)."""
+class EvEnd(EvReport):
+    """One EV of one connection at the end: its sender's report of it (the E message or
+    our own), and which connection; ``stream`` comes first in JSON."""
 
     stream: int
-    """The connection's id."""
-    ev: int
-    plane: int
-    hops: tuple[str, ...]
-    """Switches of its path."""
-    state: str
-    """good, skip, assumed_bad or denied (protocol/ev.py)."""
-    role: str
-    """active, backup or retired."""
-    sent: int
-    acked: int
-    ecn: int
-    lost: int
-    retired: int
-    """Times it was retired."""
-    readmitted: int
+    """The connection's index in the run."""
+
+    def to_json(self) -> JsonObject:
+        # fields_json writes stream last again; a key written twice keeps its first place
+        return {"stream": self.stream, **fields_json(self)}
 
 
 @dataclass(frozen=True, slots=True)
