@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from ipaddress import IPv6Address
 
 from mrc_transport.io import batchio
-from mrc_transport.io.endpoint import decode_one, hand_over, io_config
+from mrc_transport.io.receive import decode_one, hand_over
+from mrc_transport.io.tuning import io_config
 from mrc_transport.perf.session import MessagePool
 from mrc_transport.protocol import COMPILED, Config, Endpoint, events
 from mrc_transport.protocol.ev import Ev
@@ -132,7 +133,7 @@ class Codec:
     """The endpoint's encoding and decoding: a burst into one buffer by a burst encoder
     (``add_run``, ``add``), its UDP payloads into a burst receiver's slots as a
     socket delivers them (not counted), decoded by ``records``: data packets and SACKs to
-    the core as fields, the rest one at a time (io/endpoint.py ``_receive_ready``)."""
+    the core as fields, the rest one at a time (io/receive.py ``Receiving.receive_ready``)."""
 
     def __init__(
         self,

@@ -207,9 +207,9 @@ def floor_burst(lab: str, src: str, dst: str) -> tuple[BurstEncoder, list[PathHe
     one MSS each, packet i on path i of src -> dst's in turn, to ``FLOOR_PORT``; with their
     path headers and the MSS."""
     from mrc_transport.io import batchio
-    from mrc_transport.io.endpoint import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.io.endpoint import default_mss, path_header
     from mrc_transport.io.paths import LabPaths
+    from mrc_transport.io.tuning import IO_MAX_BURST as FLOOR_BURST  # as its bursts
     from mrc_transport.wire.frames import DSCP_DATA, Common, DataHeader, Flags, Opcode
 
     paths = LabPaths(lab, src).paths_to(dst)
@@ -408,48 +408,67 @@ def unshaped_topology() -> Topology:
     )
 
 
+NAMES = {"mrc": "MRC, 1 connection", "tcp": "iperf3 TCP, 1 stream",
+         "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor",
+         "gso": f"GSO floor, {GSO_FLOOR} a send", "enc": "encode floor"}  # fmt: skip
+"""(a)'s six measurements, in the order of a round's results, with their names."""
+
+
 def unshaped(seconds: float, repeat: int = 1) -> None:
     topo = unshaped_topology()
     lab = "bp" + uuid.uuid4().hex[:6]
     src, dst = "h0", "h1"  # different racks
-    runs: dict[str, list[Run]] = {
-        "mrc": [], "tcp": [], "udp": [], "floor": [], "gso": [], "enc": []
-    }  # fmt: skip
+    runs: dict[str, list[Run]] = {key: [] for key in NAMES}
     print(f"(a) unshaped, {src} -> {dst} (different racks), {seconds:g} s each")
     try:
         up(topo, lab)
         for i in range(repeat):  # interleaved, so a busy spell hits all four alike
-            # MRC and iperf3 UDP back to back, each first in turn: their ratio is the
-            # target, and this VM's speed moved 1.6x between runs seconds apart
-            # (docs/measurements.md), so a pair measured 15 s apart compared two machines
-            if i % 2 == 0:
-                m = measure(lambda: mrc(lab, src, dst, seconds))
-                u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
-            else:
-                u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
-                m = measure(lambda: mrc(lab, src, dst, seconds))
-            t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
-            f = measure(lambda: floor(lab, src, dst, seconds))
-            g = measure(lambda: floor(lab, src, dst, seconds, gso=GSO_FLOOR))
-            e = measure(lambda: floor(lab, src, dst, seconds, encode=True))
-            for key, run in zip(runs, (m, t, u, f, g, e), strict=True):
+            rnd = _round(lab, topo, src, dst, seconds, mrc_first=i % 2 == 0)
+            for key, run in zip(runs, rnd, strict=True):
                 runs[key].append(run)
             if repeat > 1:
-                print(f"  run {i + 1}: MRC {_g(m.bps)}  TCP {_g(t.bps)}  UDP {_g(u.bps)}  "
-                      f"floor {_g(f.bps)}  GSO floor {_g(g.bps)}  encode floor {_g(e.bps)}  "
-                      f"MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
-                      f"{max(r.others for r in (m, t, u, f, g, e)):.1f} CPUs)")  # fmt: skip
+                _print_round(i, rnd)
     finally:
         down(lab)
     if repeat > 1:
         print(f"  medians of {repeat} runs:")
+    _print_medians(runs, seconds)
+    _print_ratios(runs, seconds)
+
+
+def _round(
+    lab: str, topo: Topology, src: str, dst: str, seconds: float, mrc_first: bool
+) -> tuple[Run, ...]:
+    """One of each measurement, in ``NAMES``' order. MRC and iperf3 UDP go back to back,
+    each first in turn: their ratio is the target, and this VM's speed moved 1.6x between
+    runs seconds apart (docs/measurements.md), so a pair measured 15 s apart compared two
+    machines."""
+    if mrc_first:
+        m = measure(lambda: mrc(lab, src, dst, seconds))
+        u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
+    else:
+        u = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=True))
+        m = measure(lambda: mrc(lab, src, dst, seconds))
+    t = measure(lambda: iperf3(lab, topo, src, dst, seconds, udp=False))
+    f = measure(lambda: floor(lab, src, dst, seconds))
+    g = measure(lambda: floor(lab, src, dst, seconds, gso=GSO_FLOOR))
+    e = measure(lambda: floor(lab, src, dst, seconds, encode=True))
+    return m, t, u, f, g, e
+
+
+def _print_round(i: int, rnd: tuple[Run, ...]) -> None:
+    m, t, u, f, g, e = rnd
+    print(f"  run {i + 1}: MRC {_g(m.bps)}  TCP {_g(t.bps)}  UDP {_g(u.bps)}  "
+          f"floor {_g(f.bps)}  GSO floor {_g(g.bps)}  encode floor {_g(e.bps)}  "
+          f"MRC/UDP {m.bps / u.bps:.3f}  (busy outside: "
+          f"{max(r.others for r in rnd):.1f} CPUs)")  # fmt: skip
+
+
+def _print_medians(runs: dict[str, list[Run]], seconds: float) -> None:
+    """Each measurement's median goodput and CPU per Gbit, and the floors against UDP."""
     med = {k: _median(runs[k], seconds) for k in runs}
-    others = max(r.others for rs in runs.values() for r in rs)
     print(f"    {'':22} {'goodput':>13}   CPU s/Gbit: both  sender  receiver")
-    names = {"mrc": "MRC, 1 connection", "tcp": "iperf3 TCP, 1 stream",
-             "udp": "iperf3 UDP -b 0", "floor": "raw-socket floor",
-             "gso": f"GSO floor, {GSO_FLOOR} a send", "enc": "encode floor"}  # fmt: skip
-    for key, name in names.items():
+    for key, name in NAMES.items():
         bps, both, snd, rcv = med[key]
         print(f"    {name:22} {_g(bps)}   {both:15.2f} {snd:7.2f} {rcv:9.2f}")
     print(f"    (raw-socket floor: prebuilt packets, send_raw6, no protocol: "
@@ -458,6 +477,11 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
           f"packet: {med['gso'][0] / med['udp'][0]:.2f}x; the encode floor, each burst copied "
           f"and checksummed from an 8 MB pool in one C call before its send, the least a C "
           f"data path without protocol pays: {med['enc'][0] / med['udp'][0]:.2f}x)")  # fmt: skip
+
+
+def _print_ratios(runs: dict[str, list[Run]], seconds: float) -> None:
+    """MRC against the others (medians of the rounds' ratios), each side's CPU, the
+    sender's split, and a warning when the machine was busy."""
     got = {k: [r.bps for r in rs] for k, rs in runs.items()}
     print(f"    MRC / iperf3 UDP = {median_ratio(got['mrc'], got['udp']):.3f}   (target >= 0.9)")
     print(f"    MRC / raw floor  = {median_ratio(got['mrc'], got['floor']):.3f}   (target >= 1.0)")
@@ -466,9 +490,20 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
         cpu = {key: [r.per_gbit(seconds)[k] for r in rs] for key, rs in runs.items()}
         print(f"    CPU per Gbit, MRC / iperf3 UDP, {side}: "
               f"{median_ratio(cpu['mrc'], cpu['udp']):.2f}x   (target <= 1.5x)")  # fmt: skip
-    # the kernel's part is much the same for all three (the raw or UDP send, then every
-    # switch namespace's forwarding, which runs in the sender's system call): what MRC
-    # spends beyond the baselines is its user space
+    _print_sender_split(runs, seconds)
+    others = max(r.others for rs in runs.values() for r in rs)
+    if others >= 0.5:
+        print(
+            f"    note: up to {others:.1f} CPUs were busy outside these processes (other "
+            "work, or ksoftirqd): the figures are low and noisy"
+        )
+
+
+def _print_sender_split(runs: dict[str, list[Run]], seconds: float) -> None:
+    """The sender's CPU per Gbit in user space and in the kernel. The kernel's part is
+    much the same for all three (the raw or UDP send, then every switch namespace's
+    forwarding, which runs in the sender's system call): what MRC spends beyond the
+    baselines is its user space."""
     print("    sender CPU s/Gbit, user space + kernel:", end="")
     for key, name in (("mrc", "MRC"), ("udp", "iperf3 UDP"), ("floor", "floor"),
                       ("enc", "encode floor")):  # fmt: skip
@@ -477,11 +512,6 @@ def unshaped(seconds: float, repeat: int = 1) -> None:
         kernel = statistics.median(p[1] - p[3] for p in split)
         print(f"   {name} {user:.3f} + {kernel:.3f}", end="")
     print()
-    if others >= 0.5:
-        print(
-            f"    note: up to {others:.1f} CPUs were busy outside these processes (other "
-            "work, or ksoftirqd): the figures are low and noisy"
-        )
 
 
 def shaped(seconds: float) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 from rich.console import Console
 
 from labs.topology import Topology
-from labs.units import parse_rate, parse_size
+from labs.units import UnitError, parse_rate, parse_size
 from mrc_transport.harness.flows import Flow
 from mrc_transport.repro.engine import ReproConfig, run_on_lab
 from mrc_transport.repro.measure import ends
@@ -213,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write both runs' figures here")
     ap.add_argument("--out", type=Path, help="keep the runs' records, events and logs here")
     args = ap.parse_args(argv)
-    nbytes, rate = parse_size(args.size), int(parse_rate(args.rate))
+    try:
+        nbytes, rate = parse_size(args.size, "--size"), parse_rate(args.rate, "--rate")
+    except UnitError as exc:
+        print(f"bench/trim.py: {exc}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="mrc-bench-trim-") as tmp:
         out = args.out or Path(tmp)
         off = run(args.preset, rate, args.senders, nbytes, out)

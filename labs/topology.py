@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from labs import units
 from labs.errors import TopologyError
+from labs.units import Rate, Size
 from labs.yamlfile import read_yaml
 
 EcnMode = Literal["none", "probability", "rate", "red"]
@@ -35,13 +36,13 @@ MAX_INDEX = 0x0FFF  # uSIDs put the index in 12 bits (labs/addressing.py)
 class LinkClass:
     """Shaping and marking settings shared by every link of one kind."""
 
-    rate_bps: int = 100_000_000
+    rate_bps: Rate = 100_000_000
     """tbf rate of each direction, bits per second."""
     mtu: int = 9000
     """MTU of both veth ends."""
-    burst: int = 32 * 1024
+    burst: Size = 32 * 1024
     """tbf bucket size in bytes (at least 2 MTU so a jumbo frame always fits)."""
-    limit: int = 256 * 1024
+    limit: Size = 256 * 1024
     """tbf queue limit in bytes: the switch buffer of this port."""
     ecn: EcnMode = "probability"
     """How switch egress marks CE (kernel-facts: no queue AQM here, so by chance or rate)."""
@@ -51,15 +52,15 @@ class LinkClass:
     """With ecn="rate": mark every ECT packet above this fraction of rate_bps, once one
     second's worth of it has passed unmarked (nft's byte-limit bucket; docs/lab.md).
     With ecn="red": the mark probability at ecn_max (RED's max_p)."""
-    ecn_min: int = 0
+    ecn_min: Size = 0
     """With ecn="red": virtual queue bytes below which nothing is marked."""
-    ecn_max: int = 0
+    ecn_max: Size = 0
     """With ecn="red": virtual queue bytes at which the probability reaches
     ecn_probability; every ECT packet is marked above (labs/bpf/mrc_port.c)."""
-    trim_at: int = 0
+    trim_at: Size = 0
     """Trimming threshold, bytes of the port's virtual queue (0: no trimming): above it a
     switch cuts an MRC data packet to its headers (labs/bpf/mrc_port.c, docs/lab.md)."""
-    trim_limit: int = 0
+    trim_limit: Size = 0
     """With trimming: virtual queue bytes above which every packet is dropped (0: limit)."""
 
     @property
@@ -290,27 +291,6 @@ def _validate_programmed(label: str, lc: LinkClass) -> None:
         )
 
 
-def parse_rate(value: object, where: str) -> int:
-    """'100mbit', '1gbit', '2.5Gbit' or an integer (bits/s) -> bits per second
-    (labs/units.py: tc's rules)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return int(units.parse_rate(str(value)))
-    except units.UnitError as exc:
-        raise TopologyError(f"{where}: {exc} (write e.g. 100mbit or 1gbit)") from None
-
-
-def parse_size(value: object, where: str) -> int:
-    """'32kb', '1mb', 9000 -> bytes (k = 1024, like tc; labs/units.py)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return units.parse_size(str(value))
-    except units.UnitError as exc:
-        raise TopologyError(f"{where}: {exc} (write e.g. 32kb or 9000)") from None
-
-
 def _class_to_dict(lc: LinkClass) -> dict[str, Any]:
     ecn: dict[str, Any] = {
         "mode": lc.ecn,
@@ -328,6 +308,15 @@ def _class_to_dict(lc: LinkClass) -> dict[str, Any]:
 
 
 def _class_from_dict(raw: object, where: str, base: LinkClass) -> LinkClass:
+    """A link class from its YAML mapping over ``base``; a size or rate that does not
+    parse (labs/units.py) as a TopologyError."""
+    try:
+        return _link_class(raw, where, base)
+    except units.UnitError as exc:
+        raise TopologyError(str(exc)) from None
+
+
+def _link_class(raw: object, where: str, base: LinkClass) -> LinkClass:
     if raw is None:
         return base
     if not isinstance(raw, Mapping):
@@ -336,13 +325,13 @@ def _class_from_dict(raw: object, where: str, base: LinkClass) -> LinkClass:
     _reject_unknown(raw, known, where)
     lc = base
     if "rate" in raw:
-        lc = replace(lc, rate_bps=parse_rate(raw["rate"], f"{where}.rate"))
+        lc = replace(lc, rate_bps=units.parse_rate(raw["rate"], f"{where}.rate"))
     if "mtu" in raw:
         lc = replace(lc, mtu=_int(raw["mtu"], f"{where}.mtu"))
     if "burst" in raw:
-        lc = replace(lc, burst=parse_size(raw["burst"], f"{where}.burst"))
+        lc = replace(lc, burst=units.parse_size(raw["burst"], f"{where}.burst"))
     if "limit" in raw:
-        lc = replace(lc, limit=parse_size(raw["limit"], f"{where}.limit"))
+        lc = replace(lc, limit=units.parse_size(raw["limit"], f"{where}.limit"))
     ecn = raw.get("ecn")
     if ecn is not None:
         lc = _ecn_from(ecn, f"{where}.ecn", lc)
@@ -360,8 +349,8 @@ def _trim_from(trim: object, where: str, lc: LinkClass) -> LinkClass:
     _reject_unknown(trim, {"threshold", "limit"}, where)
     if "threshold" not in trim:
         raise TopologyError(f"{where}.threshold is missing (e.g. 64kb)")
-    at = parse_size(trim["threshold"], f"{where}.threshold")
-    limit = parse_size(trim["limit"], f"{where}.limit") if "limit" in trim else 0
+    at = units.parse_size(trim["threshold"], f"{where}.threshold")
+    limit = units.parse_size(trim["limit"], f"{where}.limit") if "limit" in trim else 0
     return replace(lc, trim_at=at, trim_limit=limit)
 
 
@@ -380,8 +369,8 @@ def _ecn_from(ecn: object, where: str, lc: LinkClass) -> LinkClass:
     default_p = 1.0 if mode == "red" and lc.ecn != "red" else lc.ecn_probability
     prob = _float(ecn.get("probability", default_p), f"{where}.probability")
     frac = _float(ecn.get("rate_fraction", lc.ecn_rate_fraction), f"{where}.rate_fraction")
-    low = parse_size(ecn["min"], f"{where}.min") if "min" in ecn else lc.ecn_min
-    high = parse_size(ecn["max"], f"{where}.max") if "max" in ecn else lc.ecn_max
+    low = units.parse_size(ecn["min"], f"{where}.min") if "min" in ecn else lc.ecn_min
+    high = units.parse_size(ecn["max"], f"{where}.max") if "max" in ecn else lc.ecn_max
     return replace(
         lc,
         ecn=mode,

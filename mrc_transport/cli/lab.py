@@ -249,6 +249,7 @@ def _status(args: argparse.Namespace) -> int:
     from labs import netns
     from labs.faults import read_events
     from labs.state import load_state
+    from labs.units import format_rate
 
     st = load_state(args.name)
     present = sum(netns.exists(ns) for ns in st.namespaces)
@@ -272,8 +273,8 @@ def _status(args: argparse.Namespace) -> int:
     )
     print(
         f"  {t.planes} planes x ({t.racks} T0 + {t.t1_per_plane} T1), "
-        f"{len(t.hosts)} hosts, host links {t.host_link.rate_bps / 1e6:g} Mbit/s, "
-        f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}, "
+        f"{len(t.hosts)} hosts, host links {format_rate(t.host_link.rate_bps, width=0)}, "
+        f"fabric links {format_rate(t.fabric_link.rate_bps, width=0)}, MTU {t.host_link.mtu}, "
         f"SRv6 by {t.srv6}"
     )
     if ports:

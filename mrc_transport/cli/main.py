@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from labs.units import UnitError
 from mrc_transport import __version__
 
 # (module, one-line help) for every subcommand; each module has register(subparsers).
@@ -68,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return func(args)
-    except UsageError as exc:
+    except (UsageError, UnitError) as exc:  # a bad size or rate in a flag is a usage error
         print(f"mrc {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

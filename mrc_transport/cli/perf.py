@@ -12,6 +12,7 @@ import argparse
 import gc
 import os
 
+from labs.units import parse_rate, parse_size
 from mrc_transport.cli.main import UsageError
 from mrc_transport.perf.options import DEFAULT_PORT, OptionsError, PerfOptions
 
@@ -72,26 +73,6 @@ def register(
 # ------------------------------------------------------------------ argument checks
 
 
-def parse_size(text: str, what: str) -> int:
-    """A size flag (labs/units.py: K = 1024); UsageError naming the flag."""
-    from labs import units
-
-    try:
-        return units.parse_size(text)
-    except units.UnitError as exc:
-        raise UsageError(f"{what}: {exc} (write e.g. 128K or 100M)") from None
-
-
-def parse_rate(text: str) -> float:
-    """-b (labs/units.py: M = 10^6 bits/s); UsageError."""
-    from labs import units
-
-    try:
-        return units.parse_rate(text)
-    except units.UnitError as exc:
-        raise UsageError(f"-b: {exc} (write e.g. 100M)") from None
-
-
 def parse_planes(text: str | None) -> tuple[int, ...]:
     if text is None:
         return ()
@@ -135,7 +116,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("-l must be in 1..1G")
     if args.bytes is not None and parse_size(args.bytes, "-n") <= 0:
         raise UsageError("-n must be positive")
-    parse_rate(args.bitrate)
+    parse_rate(args.bitrate, "-b")
     parse_planes(args.planes)
     for flag, path in (("--events", args.events), ("--records", args.records)):
         folder = os.path.dirname(os.path.abspath(path)) if path else ""
@@ -166,7 +147,7 @@ def options(args: argparse.Namespace) -> PerfOptions:
         interval=args.interval,
         parallel=args.parallel,
         reverse=args.reverse,
-        rate_bps=parse_rate(args.bitrate),
+        rate_bps=parse_rate(args.bitrate, "-b"),
         length=parse_size(args.length, "-l"),
         output="json" if args.json else "stream" if args.json_stream else "text",
         logfile=args.logfile,

@@ -18,6 +18,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from labs.units import format_rate
+
 BAR_WIDTH = 36
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -68,19 +70,13 @@ def bar(value: float, full: float, width: int = BAR_WIDTH) -> str:
     return text.ljust(width)
 
 
-def _rate(bps: float) -> str:
-    if bps >= 1e9:
-        return f"{bps / 1e9:6.2f} Gbit/s"
-    return f"{bps / 1e6:6.1f} Mbit/s"
-
-
 def _bars_table(rows: Sequence[tuple[str, str, float]], full: float) -> Table:
     table = Table.grid(padding=(0, 1))
     table.add_column(min_width=14)
     table.add_column()
     table.add_column(justify="right")
     for label, style, bps in rows:
-        table.add_row(Text(label, style=style), Text(bar(bps, full), style=style), _rate(bps))
+        table.add_row(Text(label, style=style), Text(bar(bps, full), style=style), format_rate(bps))
     return table
 
 

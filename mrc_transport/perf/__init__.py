@@ -2,7 +2,9 @@
 flags into a ``PerfOptions`` and calls ``run_client``, ``run_server`` or ``run_one_shot``.
 
 - options.py: ``PerfOptions``, one run's flags, parsed and checked;
-- session.py: one connection's test on the wire (P, D, E, R messages, the digest);
+- messages.py: what the two ends send each other (P, E, R), one frozen dataclass each;
+- session.py: one connection's test on the wire (the messages in turn, the digest);
+- jsonobj.py: records that are JSON objects, read back checked when a peer sent them;
 - report.py: the start, interval and end documents (iperf3's JSON) as frozen dataclasses;
 - summary.py: those documents from a run's live ``StreamStats``;
 - output.py: text lines, -J, --json-stream, and the --records and --events files;

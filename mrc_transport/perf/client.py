@@ -13,11 +13,12 @@ import trio
 
 from mrc_transport.io.endpoint import ConnectionLost, MrcEndpoint, open_endpoint
 from mrc_transport.perf import config, session, summary
+from mrc_transport.perf.messages import PerfError, PerfParams
 from mrc_transport.perf.options import PerfOptions
 from mrc_transport.perf.output import Output, events_to, write_records
 from mrc_transport.perf.report import EndDoc
 from mrc_transport.perf.reporter import Reporter
-from mrc_transport.perf.session import PerfError, PerfParams, StreamStats
+from mrc_transport.perf.session import StreamStats
 from mrc_transport.protocol import Config
 from srv6.path import SrPath
 
@@ -54,7 +55,7 @@ async def _client_main(opts: PerfOptions, out: Output, paths: list[SrPath], cfg:
             outer.start_soon(Reporter(out, streams, opts.interval).run)
             await _run_streams(opts, ep, paths, cookie, streams)
             outer.cancel_scope.cancel()
-        failure = next((s.local.get("error") for s in streams if s.local.get("error")), None)
+        failure = next((s.error for s in streams if s.error), None)
         await ep.aclose(0.5)
         ep_counters = ep.counters()
     cpu1, wall1 = session.cpu_seconds(), time.monotonic()
@@ -89,7 +90,7 @@ async def _guard(test: Awaitable[None], stats: StreamStats, i: int) -> None:
     try:
         await test
     except (ConnectionLost, PerfError) as exc:
-        stats.local["error"] = f"connection {i}: {type(exc).__name__}: {exc}"
+        stats.error = f"connection {i}: {type(exc).__name__}: {exc}"
 
 
 def _verdict(failure: str | None, end: EndDoc) -> int:

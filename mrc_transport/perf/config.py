@@ -59,7 +59,8 @@ def client_paths(opts: PerfOptions, paths_from: PathProvider) -> list[SrPath]:
 
 def endpoint_config(opts: PerfOptions, paths_from: PathProvider) -> Config:
     """The endpoint's Config: the flags, and with a lab its port rates and host delay."""
-    from mrc_transport.io.endpoint import IO_HOST_DELAY, default_mss
+    from mrc_transport.io.endpoint import default_mss
+    from mrc_transport.io.tuning import IO_HOST_DELAY
     from mrc_transport.protocol import Config
 
     mss = opts.mss or default_mss(opts.encoding)

@@ -44,7 +44,7 @@ def server_argv(opts: PerfOptions) -> list[str]:
 def client_argv(opts: PerfOptions, dst: str) -> list[str]:
     """The client's flags: the test and the output as asked for."""
     argv = ["-c", dst, *shared_argv(opts), "-i", str(opts.interval), "-P", str(opts.parallel)]
-    argv += ["-b", repr(opts.rate_bps), "-l", str(opts.length)]
+    argv += ["-b", str(opts.rate_bps), "-l", str(opts.length)]
     if opts.duration is not None:
         argv += ["-t", str(opts.duration)]
     if opts.nbytes:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from labs.units import Rate, Size
+
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import Encoding
 
@@ -30,7 +32,7 @@ class PerfOptions:
     """-p: UDP port of both ends."""
     duration: float | None = None
     """-t: seconds to send; None: ``DEFAULT_SECONDS`` unless -n gives bytes."""
-    nbytes: int = 0
+    nbytes: Size = 0
     """-n: bytes to send over all connections; 0: by time."""
     interval: float = 1.0
     """-i: seconds between interval lines; 0: none."""
@@ -38,9 +40,9 @@ class PerfOptions:
     """-P: connections."""
     reverse: bool = False
     """-R: the server sends."""
-    rate_bps: float = 0.0
+    rate_bps: Rate = 0
     """-b: target rate per connection, bits per second; 0: as fast as it goes."""
-    length: int = 128 * 1024
+    length: Size = 128 * 1024
     """-l: message size, bytes."""
     output: OutputMode = "text"
     """-J, --json-stream, or text."""

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from mrc_transport.perf.report import EndDoc, Interval, JsonObject, PerfReport, StartDoc
+from labs.units import format_rate, format_size
+from mrc_transport.perf.jsonobj import JsonObject
+from mrc_transport.perf.report import EndDoc, Interval, PerfReport, StartDoc
 
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import MrcEndpoint
@@ -86,26 +88,12 @@ INTERVAL_HEADER = (
 )
 
 
-def human_bytes(n: float) -> str:
-    for unit, size in (("GBytes", 1024**3), ("MBytes", 1024**2), ("KBytes", 1024)):
-        if n >= size:
-            return f"{n / size:6.2f} {unit}"
-    return f"{n:6.0f} Bytes "
-
-
-def human_rate(bps: float) -> str:
-    for unit, size in (("Gbits/sec", 1e9), ("Mbits/sec", 1e6), ("Kbits/sec", 1e3)):
-        if bps >= size:
-            return f"{bps / size:6.2f} {unit}"
-    return f"{bps:6.0f} bits/sec "
-
-
 def interval_line(iv: Interval) -> str:
     """iperf3's interval columns plus usable/retired EVs, ECN marks and sRTT."""
     srtt = f"{iv.srtt_us / 1000:6.2f}ms" if iv.srtt_us is not None else "     -"
     return (
-        f"[SUM] {iv.start:6.2f}-{iv.end:<6.2f} sec  {human_bytes(iv.bytes)}  "
-        f"{human_rate(iv.bits_per_second)}  {iv.retransmits:4d}  "
+        f"[SUM] {iv.start:6.2f}-{iv.end:<6.2f} sec  {format_size(iv.bytes)}  "
+        f"{format_rate(iv.bits_per_second)}  {iv.retransmits:4d}  "
         f"{iv.active_evs:5d}/{iv.retired_evs:<5d} {iv.ecn_marks:5d}  {srtt}"
     )
 
@@ -115,8 +103,8 @@ def stream_line(index: int, sent: bool, nbytes: int, seconds: float, verified: b
     from mrc_transport.perf.summary import rate
 
     return (
-        f"[{index:3d}] {'sent' if sent else 'received'} {human_bytes(nbytes)} in "
-        f"{seconds:.2f} s, {human_rate(rate(nbytes, seconds))}, "
+        f"[{index:3d}] {'sent' if sent else 'received'} {format_size(nbytes)} in "
+        f"{seconds:.2f} s, {format_rate(rate(nbytes, seconds))}, "
         f"{'verified' if verified else 'NOT VERIFIED'}"
     )
 
@@ -143,10 +131,10 @@ def end_lines(end: EndDoc, reverse: bool) -> list[str]:
     lines = [
         "- " * 36,
         "[ ID] Interval           Transfer     Bitrate         Retr",
-        f"[SUM]   0.00-{ss.seconds:<6.2f} sec  {human_bytes(ss.bytes)}  "
-        f"{human_rate(ss.bits_per_second)}  {ss.retransmits:4d}   sender",
-        f"[SUM]   0.00-{sr.seconds:<6.2f} sec  {human_bytes(sr.bytes)}  "
-        f"{human_rate(sr.bits_per_second)}         receiver",
+        f"[SUM]   0.00-{ss.seconds:<6.2f} sec  {format_size(ss.bytes)}  "
+        f"{format_rate(ss.bits_per_second)}  {ss.retransmits:4d}   sender",
+        f"[SUM]   0.00-{sr.seconds:<6.2f} sec  {format_size(sr.bytes)}  "
+        f"{format_rate(sr.bits_per_second)}         receiver",
         "Per plane (sender's view):",
         " plane  share   packets    acked   ECN  lost  EVs usable/retired",
     ]

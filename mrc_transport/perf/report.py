@@ -5,7 +5,7 @@ additions (planes, EVs, ECN marks, sRTT), as frozen dataclasses.
 ``from_json()`` reads one back (a -J document, a --json-stream event's ``data``) and
 raises ``ReportError`` when a key is missing or a part is not an object (the values are
 taken as they are: these documents come from our own processes). Most records' fields are
-their JSON keys in order (``_Record``). Building them from a run is summary.py's business.
+their JSON keys in order (``jsonobj.Record``). Building them from a run is summary.py's business.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Self, TypeVar
 
-JsonObject = dict[str, Any]
-"""A JSON object as json.loads gives it."""
+from mrc_transport.perf.jsonobj import JsonObject, Record, fields_json, from_fields
+from mrc_transport.perf.messages import EvReport
 
 
 class ReportError(ValueError):
@@ -42,41 +42,11 @@ def _parse(where: str, build: Callable[[Mapping[str, Any]], T], raw: object) -> 
         raise ReportError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 
-def _fields_json(doc: _Record | Interval) -> JsonObject:
-    """A record's fields in their order, tuples as JSON lists."""
-    return {
-        f.name: list(v) if isinstance(v := getattr(doc, f.name), tuple) else v for f in fields(doc)
-    }
-
-
-def _from_fields(cls: type[R], raw: Mapping[str, Any]) -> R:
-    """A record from its JSON object, by its fields' names; JSON lists as tuples."""
-    values = (raw[f.name] for f in fields(cls))
-    return cls(*(tuple(v) if isinstance(v, list) else v for v in values))
-
-
-class _Record:
-    """A flat record whose fields are its JSON object's keys, in that order."""
-
-    __slots__ = ()
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    def to_json(self) -> JsonObject:
-        return _fields_json(self)
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Self:
-        return _from_fields(cls, raw)
-
-
-R = TypeVar("R", bound=_Record)
-
-
 # ------------------------------------------------------------------ start
 
 
 @dataclass(frozen=True, slots=True)
-class TestStart(_Record):
+class TestStart(Record):
     """iperf3's ``test_start`` keys, both ends'."""
 
     protocol: ClassVar[str] = "MRC"
@@ -91,19 +61,20 @@ class TestStart(_Record):
     reverse: bool
     """The server sends (-R); an integer in JSON, as iperf3's."""
     target_bitrate: float
-    """Target bits per second per connection (-b), 0 = unlimited."""
+    """Target bits per second per connection (-b), 0 = unlimited (a float in JSON, as
+    iperf3 writes it)."""
 
     def to_json(self) -> JsonObject:
-        return {"protocol": self.protocol, **_fields_json(self), "reverse": int(self.reverse)}
+        return {"protocol": self.protocol, **fields_json(self), "reverse": int(self.reverse)}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Self:
-        test = _from_fields(cls, raw)
+        test = from_fields(cls, raw)
         return replace(test, reverse=bool(test.reverse))
 
 
 @dataclass(frozen=True, slots=True)
-class ClientSetup(_Record):
+class ClientSetup(Record):
     """What the client adds to ``test_start``: how its endpoint is set up."""
 
     evs: int
@@ -123,7 +94,7 @@ class ClientSetup(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ServerSetup(_Record):
+class ServerSetup(Record):
     """What the server adds to ``test_start``."""
 
     planes: tuple[int, ...]
@@ -133,7 +104,7 @@ class ServerSetup(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectingTo(_Record):
+class ConnectingTo(Record):
     """The client's peer: iperf3's ``connecting_to``."""
 
     KEY: ClassVar[str] = "connecting_to"
@@ -142,7 +113,7 @@ class ConnectingTo(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class AcceptedConnection(_Record):
+class AcceptedConnection(Record):
     """The server's peer: iperf3's ``accepted_connection``, here the connection ids."""
 
     KEY: ClassVar[str] = "accepted_connection"
@@ -222,7 +193,7 @@ class Interval:
     """This end sends the data."""
 
     def to_json(self) -> JsonObject:
-        return {"sum": _fields_json(self)}
+        return {"sum": fields_json(self)}
 
     @classmethod
     def from_json(cls, raw: object) -> Interval:
@@ -238,7 +209,7 @@ class Interval:
 
 
 @dataclass(frozen=True, slots=True)
-class SenderEnd(_Record):
+class SenderEnd(Record):
     """One connection's sums from its sender's report (the E message or our own)."""
 
     bytes: int
@@ -249,7 +220,7 @@ class SenderEnd(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ReceiverEnd(_Record):
+class ReceiverEnd(Record):
     """One connection's sums from its receiver's report (the R message or our own)."""
 
     bytes: int
@@ -292,7 +263,7 @@ class StreamEnd:
 
 
 @dataclass(frozen=True, slots=True)
-class _Sum(_Record):
+class _Sum(Record):
     """iperf3's sums over the connections, from 0 to ``seconds`` (the longest one's)."""
 
     seconds: float
@@ -300,7 +271,7 @@ class _Sum(_Record):
     bits_per_second: float
 
     def to_json(self) -> JsonObject:
-        return {"start": 0, "end": self.seconds, **_fields_json(self)}
+        return {"start": 0, "end": self.seconds, **fields_json(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +291,7 @@ PLANE_COUNTS = ("active_evs", "usable_evs", "retired_evs", "sent", "acked", "ecn
 
 
 @dataclass(frozen=True, slots=True)
-class PlaneEnd(_Record):
+class PlaneEnd(Record):
     """One plane, the sender's view, summed over the connections."""
 
     plane: int
@@ -342,26 +313,16 @@ class PlaneEnd(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class EvEnd(_Record):
-    """One EV of one connection at the end (those that sent, and every non-backup one)."""
+class EvEnd(EvReport):
+    """One EV of one connection at the end: its sender's report of it (the E message or
+    our own), and which connection; ``stream`` comes first in JSON."""
 
     stream: int
-    """The connection's id."""
-    ev: int
-    plane: int
-    hops: tuple[str, ...]
-    """Switches of its path."""
-    state: str
-    """good, skip, assumed_bad or denied (protocol/ev.py)."""
-    role: str
-    """active, backup or retired."""
-    sent: int
-    acked: int
-    ecn: int
-    lost: int
-    retired: int
-    """Times it was retired."""
-    readmitted: int
+    """The connection's index in the run."""
+
+    def to_json(self) -> JsonObject:
+        # fields_json writes stream last again; a key written twice keeps its first place
+        return {"stream": self.stream, **fields_json(self)}
 
 
 @dataclass(frozen=True, slots=True)

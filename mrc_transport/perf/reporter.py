@@ -49,7 +49,7 @@ class Reporter:
         db, dr, de = nbytes - self._last[0], retr - self._last[1], ecn - self._last[2]
         self._last = (nbytes, retr, ecn)
         reports = [conn_report(s.handle) for s in self.streams]
-        srtts = [r["srtt_us"] for r in reports if r["srtt_us"] is not None]
+        srtts = [r.srtt_us for r in reports if r.srtt_us is not None]
         return Interval(
             start=a,
             end=b,
@@ -58,8 +58,8 @@ class Reporter:
             bits_per_second=rate(db, b - a),
             retransmits=dr,
             ecn_marks=de,
-            active_evs=sum(p["usable_evs"] for r in reports for p in r["planes"]),
-            retired_evs=sum(p["retired_evs"] for r in reports for p in r["planes"]),
+            active_evs=sum(p.usable_evs for r in reports for p in r.planes),
+            retired_evs=sum(p.retired_evs for r in reports for p in r.planes),
             srtt_us=sum(srtts) / len(srtts) if srtts else None,
             sender=self.streams[0].sending if self.streams else True,
         )

@@ -12,10 +12,11 @@ import trio
 
 from mrc_transport.io.endpoint import ConnectionLost, ConnHandle, MrcEndpoint, open_endpoint
 from mrc_transport.perf import config, session, summary
+from mrc_transport.perf.messages import PerfError, PerfParams
 from mrc_transport.perf.options import PerfOptions
 from mrc_transport.perf.output import Output, events_to, stream_line, write_records
 from mrc_transport.perf.reporter import Reporter
-from mrc_transport.perf.session import PerfError, PerfParams, StreamStats
+from mrc_transport.perf.session import StreamStats
 from mrc_transport.protocol import Config
 from mrc_transport.protocol.endpoint import PathsFor
 
@@ -100,6 +101,7 @@ class _Server:
                     self.done.set()
             return
         nbytes, seconds = stats.data_bytes, (stats.t1 - stats.t0) or 1e-9
+        report = stats.own_report
         self.out.text(
             stream_line(params.index, stats.sending, nbytes, seconds, bool(stats.verified))
         )
@@ -111,7 +113,7 @@ class _Server:
                 "bytes": nbytes,
                 "seconds": seconds,
                 "verified": stats.verified,
-                "report": stats.local,
+                "report": None if report is None else report.to_json(),
                 "endpoint": self.ep.counters(),
             },
         )

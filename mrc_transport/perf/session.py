@@ -2,15 +2,9 @@
 
 Theory of operation
 -------------------
-Every message starts with one type byte; the rest is its body:
-
-- ``P`` (client -> server, first message): the test parameters, JSON;
-- ``D``: data; the receiver hashes the body of every D it is delivered, in MSN order
-  (``StreamDigest``);
-- ``E`` (sender -> receiver, after the last D): JSON with the bytes sent, their digest, the
-  sender's seconds and the sender's counters (per plane and per EV);
-- ``R`` (receiver -> sender): JSON with the bytes received, their digest, the receiver's
-  seconds, ``verified`` (byte count and digest equal) and the receiver's counters.
+The client sends its parameters (P), the sender its data (D messages) and then its report
+(E), the receiver its report and verdict (R): messages.py defines each. The receiver
+hashes the body of every D it is delivered, in MSN order (``StreamDigest``).
 
 The digest (the ``digest`` key) is a hash chain: xxh3-128 over the xxh3-128 of each D body
 in order. The receiver hashes every byte it is delivered, so a changed, missing,
@@ -26,76 +20,35 @@ sides end knowing both hashes, so either can fail loudly.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import trio
 import xxhash
 
 from mrc_transport.io.endpoint import ConnHandle
-from mrc_transport.protocol.ev import Role
+from mrc_transport.perf.messages import (
+    KIND_DATA,
+    KIND_END,
+    KIND_PARAMS,
+    KIND_RESULT,
+    ConnReport,
+    CpuSeconds,
+    EvReport,
+    PerfError,
+    PerfParams,
+    PlaneReport,
+    ReceiverReport,
+    SenderReport,
+)
+from mrc_transport.protocol.ev import Ev, PlaneCounters, Role
 
-KIND_PARAMS, KIND_DATA, KIND_END, KIND_RESULT = b"P", b"D", b"E", b"R"
 POOL_SIZE = 8 << 20  # random bytes that data messages are cut from, at least (ours)
 UNACKED_LIMIT = 4 << 20  # bytes queued in the core beyond what is acknowledged: bounds
 # how long -t overruns (ours: ~160 ms at 200 Mbit/s)
 CONTROL_TIMEOUT = 30.0  # seconds to wait for a control message once data is done (ours)
-
-
-class PerfError(Exception):
-    """The peer broke the session's rules (one line)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PerfParams:
-    """What the client asks for; travels in the P message."""
-
-    session: str
-    """Random id shared by the connections of one client run."""
-    index: int
-    """This connection's number, 0 .. parallel - 1."""
-    parallel: int
-    """Connections in the session (-P)."""
-    reverse: bool
-    """The server sends (-R)."""
-    duration: float
-    """Seconds to send (-t) when nbytes is 0."""
-    nbytes: int
-    """Bytes this connection sends (its share of -n), 0 = by duration."""
-    length: int
-    """Message size (-l)."""
-    rate_bps: float
-    """Target rate per connection (-b), 0 = as fast as possible."""
-    planes: tuple[int, ...] = ()
-    """Planes the sender may use (--planes); empty = all."""
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
-
-    @classmethod
-    def from_json_untrusted(cls, body: bytes | bytearray) -> PerfParams:
-        try:
-            raw = json.loads(body)
-            p = cls(
-                session=str(raw["session"]),
-                index=int(raw["index"]),
-                parallel=int(raw["parallel"]),
-                reverse=bool(raw["reverse"]),
-                duration=float(raw["duration"]),
-                nbytes=int(raw["nbytes"]),
-                length=int(raw["length"]),
-                rate_bps=float(raw["rate_bps"]),
-                planes=tuple(int(x) for x in raw.get("planes", ())),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise PerfError(f"bad parameters message: {exc}") from None
-        if not 1 <= p.length <= 1 << 30 or p.nbytes < 0 or p.duration < 0 or p.parallel < 1:
-            raise PerfError("parameters out of range")
-        return p
 
 
 @dataclass(slots=True)
@@ -120,10 +73,12 @@ class StreamStats:
     """Sender: message body size."""
     records: list[tuple[float, int]] = field(default_factory=list)
     """Receiver: (monotonic time, bytes) of every data message delivered."""
-    local: dict[str, Any] = field(default_factory=dict)
-    """Our E or R message, once sent."""
-    peer: dict[str, Any] = field(default_factory=dict)
-    """The peer's E or R message, once received."""
+    sender_report: SenderReport | None = None
+    """The E message, ours or the peer's, once sent or received."""
+    receiver_report: ReceiverReport | None = None
+    """The R message, ours or the peer's, once sent or received."""
+    error: str | None = None
+    """Why this connection's test failed, if it did."""
     verified: bool | None = None
     """Both hashes and byte counts equal (None until known)."""
     cpu0: tuple[float, float] = (0.0, 0.0)
@@ -141,72 +96,72 @@ class StreamStats:
         acked = (self.handle.acked_bytes - self.acked_base) * self.length // (self.length + 1)
         return max(0, min(acked, self.data_bytes))
 
+    @property
+    def own_report(self) -> SenderReport | ReceiverReport | None:
+        """Our E or R message, once sent."""
+        return self.sender_report if self.sending else self.receiver_report
 
-def conn_report(handle: ConnHandle) -> dict[str, Any]:
+    @property
+    def peer_report(self) -> SenderReport | ReceiverReport | None:
+        """The peer's E or R message, once received."""
+        return self.receiver_report if self.sending else self.sender_report
+
+
+def conn_report(handle: ConnHandle) -> ConnReport:
     """A connection's counters, per plane and per EV, for E/R messages and -J."""
     conn = handle.conn
-    planes = []
-    for pc in conn.plane_counters().values():
-        planes.append(
-            {
-                "plane": pc.plane,
-                "up": pc.up,
-                "active_evs": len(pc.evs),
-                "usable_evs": pc.usable,
-                "retired_evs": pc.retired,
-                "sent": pc.sent,
-                "acked": pc.acked,
-                "ecn": pc.ecn,
-                "lost": pc.lost,
-                "window": pc.window,
-                "marked": round(pc.marked, 3),
-            }
-        )
-    evs = [
-        {
-            "ev": e.value,
-            "plane": e.plane,
-            "hops": list(e.path.hops),
-            "state": e.state.value,
-            "role": e.role.value,
-            "sent": e.sent,
-            "acked": e.acked,
-            "ecn": e.ecn,
-            "lost": e.lost,
-            "retired": e.retired,
-            "readmitted": e.readmitted,
-        }
-        for e in conn.evs.by_value.values()
-        if e.sent or e.role is not Role.BACKUP
-    ]
     srtt = conn.sender.srtt
-    return {
-        "counters": asdict(conn.counters),
-        "planes": planes,
-        "evs": evs,
-        "srtt_us": None if srtt is None else round(srtt * 1e6, 1),
-    }
+    return ConnReport(
+        counters=asdict(conn.counters),
+        planes=tuple(_plane_report(pc) for pc in conn.plane_counters().values()),
+        evs=tuple(
+            _ev_report(e) for e in conn.evs.by_value.values() if e.sent or e.role is not Role.BACKUP
+        ),
+        srtt_us=None if srtt is None else round(srtt * 1e6, 1),
+    )
 
 
-def _message(kind: bytes, doc: dict[str, Any]) -> bytes:
-    return kind + json.dumps(doc).encode()
+def _plane_report(pc: PlaneCounters) -> PlaneReport:
+    return PlaneReport(
+        plane=pc.plane,
+        up=pc.up,
+        active_evs=len(pc.evs),
+        usable_evs=pc.usable,
+        retired_evs=pc.retired,
+        sent=pc.sent,
+        acked=pc.acked,
+        ecn=pc.ecn,
+        lost=pc.lost,
+        window=pc.window,
+        marked=round(pc.marked, 3),
+    )
 
 
-async def _control(handle: ConnHandle, kind: bytes) -> dict[str, Any]:
-    """The next message, which must be a control message of ``kind``."""
+def _ev_report(e: Ev) -> EvReport:
+    return EvReport(
+        ev=e.value,
+        plane=e.plane,
+        hops=tuple(e.path.hops),
+        state=e.state.value,
+        role=e.role.value,
+        sent=e.sent,
+        acked=e.acked,
+        ecn=e.ecn,
+        lost=e.lost,
+        retired=e.retired,
+        readmitted=e.readmitted,
+    )
+
+
+async def _receive_result(handle: ConnHandle) -> ReceiverReport:
+    """The next message, which must be the R message."""
     with trio.move_on_after(CONTROL_TIMEOUT) as scope:
         _, msg = await handle.receive()
     if scope.cancelled_caught:
-        raise PerfError(f"no {kind.decode()} message within {CONTROL_TIMEOUT:.0f} s")
-    if msg[:1] != kind:
-        raise PerfError(f"expected a {kind.decode()} message, got {bytes(msg[:1])!r}")
-    try:
-        doc = json.loads(msg[1:])
-    except ValueError:
-        raise PerfError(f"{kind.decode()} message is not JSON") from None
-    if not isinstance(doc, dict):
-        raise PerfError(f"{kind.decode()} message is not a JSON object")
-    return doc
+        raise PerfError(f"no R message within {CONTROL_TIMEOUT:.0f} s")
+    if msg[:1] != KIND_RESULT:
+        raise PerfError(f"expected a R message, got {bytes(msg[:1])!r}")
+    return ReceiverReport.decode_untrusted(msg[1:])
 
 
 class StreamDigest:
@@ -304,14 +259,12 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     await handle.wait_unacked_below(0)
     stats.t1 = clock()
     stats.data_acked = stats.data_bytes
-    stats.local = {
-        "bytes": stats.data_bytes,
-        "digest": digest.hexdigest(),
-        "seconds": stats.t1 - stats.t0,
-        "cpu": cpu_since(stats.cpu0),
-        **conn_report(handle),
-    }
-    handle.send(_message(KIND_END, stats.local))
+    report = SenderReport(
+        stats.data_bytes, digest.hexdigest(), stats.t1 - stats.t0, cpu_since(stats.cpu0),
+        conn_report(handle),
+    )  # fmt: skip
+    stats.sender_report = report
+    handle.send(report.encode())
 
 
 async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
@@ -334,31 +287,22 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
             raise PerfError(f"expected data or E, got a {bytes(kind)!r} message")
         break
     stats.t1 = clock()
-    try:
-        stats.peer = json.loads(msg[1:])
-        sent, digest = int(stats.peer["bytes"]), str(stats.peer["digest"])
-    except (ValueError, KeyError, TypeError):
-        raise PerfError("E message is not valid") from None
+    end = stats.sender_report = SenderReport.decode_untrusted(msg[1:])
     mine = stream.hexdigest()
-    stats.verified = sent == stats.data_bytes and digest == mine
-    stats.local = {
-        "bytes": stats.data_bytes,
-        "digest": mine,
-        "seconds": stats.t1 - stats.t0,
-        "verified": stats.verified,
-        "cpu": cpu_since(stats.cpu0),
-        **conn_report(handle),
-    }
-    handle.send(_message(KIND_RESULT, stats.local))
+    stats.verified = end.bytes == stats.data_bytes and end.digest == mine
+    report = ReceiverReport(
+        stats.data_bytes, mine, stats.t1 - stats.t0, stats.verified, cpu_since(stats.cpu0),
+        conn_report(handle),
+    )  # fmt: skip
+    stats.receiver_report = report
+    handle.send(report.encode())
 
 
 async def _sender_finish(stats: StreamStats) -> None:
-    stats.peer = await _control(stats.handle, KIND_RESULT)
-    stats.verified = bool(
-        stats.peer.get("verified")
-        and stats.peer.get("bytes") == stats.local["bytes"]
-        and stats.peer.get("digest") == stats.local["digest"]
-    )
+    result = stats.receiver_report = await _receive_result(stats.handle)
+    sent = stats.sender_report
+    assert sent is not None  # send_data made it
+    stats.verified = result.verified and result.bytes == sent.bytes and result.digest == sent.digest
 
 
 def _deny_planes(handle: ConnHandle, planes: tuple[int, ...], now: float) -> None:
@@ -375,7 +319,7 @@ async def client_stream(
 ) -> None:
     """One connection of a client run, from SETUP to CLOSE_ACK."""
     await handle.wait_established()
-    handle.send(KIND_PARAMS + params.to_json())
+    handle.send(params.encode())
     if params.reverse:
         await receive_data(stats, clock)
     else:
@@ -395,7 +339,7 @@ async def server_stream(
     _, first = await handle.receive()
     if first[:1] != KIND_PARAMS:
         raise PerfError("the first message is not P")
-    params = PerfParams.from_json_untrusted(first[1:])
+    params = PerfParams.decode_untrusted(first[1:])
     stats = StreamStats(handle, sending=params.reverse)
     if on_params is not None:
         on_params(params, stats)
@@ -416,11 +360,10 @@ def cpu_seconds() -> tuple[float, float]:
     return t.user, t.system
 
 
-def cpu_since(cpu0: tuple[float, float]) -> dict[str, float]:
-    """This process's CPU seconds since cpu0, for the E and R messages: the peer prints
-    them as iperf3 prints its remote CPU utilization (the whole process, as iperf3's)."""
+def cpu_since(cpu0: tuple[float, float]) -> CpuSeconds:
+    """This process's CPU seconds since cpu0, for the E and R messages."""
     user, system = cpu_seconds()
-    return {"user_s": round(user - cpu0[0], 4), "system_s": round(system - cpu0[1], 4)}
+    return CpuSeconds(round(user - cpu0[0], 4), round(system - cpu0[1], 4))
 
 
 def monotonic() -> float:

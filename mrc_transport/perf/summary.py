@@ -1,13 +1,13 @@
 """The start and end documents (report.py) of a run, from its options, its endpoint and
-its connections' ``StreamStats``: each connection's own report and its peer's (the E and
-R messages, session.py) summed as iperf3 sums its streams."""
+its connections' ``StreamStats``: each connection's E and R messages (messages.py) summed
+as iperf3 sums its streams."""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mrc_transport.perf.report import (
     PLANE_COUNTS,
@@ -30,8 +30,9 @@ from mrc_transport.perf.report import (
 
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import ConnHandle
+    from mrc_transport.perf.messages import PerfParams
     from mrc_transport.perf.options import PerfOptions
-    from mrc_transport.perf.session import PerfParams, StreamStats
+    from mrc_transport.perf.session import StreamStats
     from mrc_transport.protocol import Config
     from srv6.path import SrPath
 
@@ -49,7 +50,12 @@ def client_start(opts: PerfOptions, paths: Sequence[SrPath], cfg: Config, sessio
     from mrc_transport import wire
 
     test = TestStart(
-        opts.parallel, opts.length, opts.seconds, opts.nbytes, opts.reverse, opts.rate_bps
+        opts.parallel,
+        opts.length,
+        opts.seconds,
+        opts.nbytes,
+        opts.reverse,
+        float(opts.rate_bps),
     )
     setup = ClientSetup(
         evs=cfg.ev_count,
@@ -70,7 +76,7 @@ def server_start(opts: PerfOptions, params: PerfParams, handle: ConnHandle) -> S
     """The server's ``start`` of a test: what the client asked for in its P message."""
     test = TestStart(
         params.parallel, params.length, params.duration, params.nbytes * params.parallel,
-        params.reverse, params.rate_bps,
+        params.reverse, float(params.rate_bps),
     )  # fmt: skip
     setup = ServerSetup(params.planes, opts.encoding, opts.port)
     peer = AcceptedConnection(handle.conn.conn, handle.conn.peer_conn)
@@ -91,16 +97,6 @@ def _start(
 
 
 # ------------------------------------------------------------------ end
-
-
-def sender_report(s: StreamStats) -> dict[str, Any]:
-    """The connection's sender's E message: ours, or the peer's."""
-    return s.local if s.sending else s.peer
-
-
-def receiver_report(s: StreamStats) -> dict[str, Any]:
-    """The connection's receiver's R message: ours, or the peer's."""
-    return s.peer if s.sending else s.local
 
 
 def end_doc(
@@ -127,9 +123,10 @@ def end_doc(
         verified=bool(streams) and all(s.verified for s in streams),
         planes=_planes(streams),
         evs=tuple(
-            EvEnd.from_json({"stream": i, **e})
+            EvEnd.from_json({"stream": i, **e.to_json()})
             for i, s in enumerate(streams)
-            for e in sender_report(s).get("evs", [])
+            if s.sender_report is not None
+            for e in s.sender_report.conn.evs
         ),
         endpoint=endpoint,
         cpu_utilization_percent=CpuUtilization(
@@ -140,23 +137,25 @@ def end_doc(
 
 
 def _stream_end(i: int, s: StreamStats) -> StreamEnd:
-    snd, rcv = sender_report(s), receiver_report(s)
-    sb, rb = int(snd.get("bytes", 0)), int(rcv.get("bytes", 0))
-    ss, rs = float(snd.get("seconds", 0.0)), float(rcv.get("seconds", 0.0))
+    """One connection's sums; a report it did not get to counts zeros."""
+    snd, rcv = s.sender_report, s.receiver_report
+    sb, ss = (snd.bytes, snd.seconds) if snd else (0, 0.0)
+    rb, rs = (rcv.bytes, rcv.seconds) if rcv else (0, 0.0)
+    snd_counters = snd.conn.counters if snd else {}
     return StreamEnd(
         id=i,
         sender=SenderEnd(
             sb,
             ss,
             rate(sb, ss),
-            int(snd.get("counters", {}).get("retransmits", 0)),
-            snd.get("srtt_us"),
+            snd_counters.get("retransmits", 0),
+            snd.conn.srtt_us if snd else None,
         ),
         receiver=ReceiverEnd(rb, rs, rate(rb, rs)),
         verified=bool(s.verified),
-        error=s.local.get("error"),
-        sender_counters=snd.get("counters", {}),
-        receiver_counters=rcv.get("counters", {}),
+        error=s.error,
+        sender_counters=snd_counters,
+        receiver_counters=rcv.conn.counters if rcv else {},
     )
 
 
@@ -166,12 +165,11 @@ def _planes(streams: Sequence[StreamStats]) -> tuple[PlaneEnd, ...]:
     counts: dict[int, dict[str, int]] = {}
     marked: dict[int, float] = {}
     for s in streams:
-        for p in sender_report(s).get("planes", []):
-            plane = p["plane"]
-            acc = counts.setdefault(plane, dict.fromkeys(_SUMMED, 0))
+        for p in s.sender_report.conn.planes if s.sender_report else ():
+            acc = counts.setdefault(p.plane, dict.fromkeys(_SUMMED, 0))
             for k in acc:
-                acc[k] += int(p.get(k, 0))
-            marked[plane] = max(marked.get(plane, 0), float(p.get("marked", 0.0)))
+                acc[k] += getattr(p, k)
+            marked[p.plane] = max(marked.get(p.plane, 0), p.marked)
     total_sent = sum(acc["sent"] for acc in counts.values()) or 1
     return tuple(
         PlaneEnd.from_json(
@@ -196,12 +194,11 @@ def _remote_cpu(streams: Sequence[StreamStats]) -> tuple[float, float, float] | 
     data phase; the busiest connection's); () when no peer said (it failed first)."""
     best: tuple[float, float, float] | tuple[()] = ()
     for s in streams:
-        try:
-            cpu, wall = s.peer["cpu"], float(s.peer["seconds"])
-            user, system = float(cpu["user_s"]), float(cpu["system_s"])
-        except (TypeError, KeyError, ValueError):
+        peer = s.peer_report
+        if peer is None or peer.cpu is None:
             continue
-        mine = cpu_percent(user, system, wall)
+        wall = peer.seconds
+        mine = cpu_percent(peer.cpu.user_s, peer.cpu.system_s, wall)
         if wall > 0 and mine[0] > (best[0] if best else -1.0):
             best = mine
     return best

@@ -28,6 +28,7 @@ from typing import Any
 
 from labs.errors import LabError
 from labs.topology import Topology
+from labs.units import format_rate
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flows, mrc_counters
 from mrc_transport.harness.procs import Children
@@ -105,7 +106,7 @@ def run_on_lab(runs: Sequence[Run], cfg: ReproConfig, lab: str, console: Any) ->
         console,
         f"lab {lab}: {len(topo.hosts)} hosts, {len(topo.switches)} switches, "
         f"{topo.planes} plane{'s' if topo.planes > 1 else ''}, "
-        f"{topo.host_link.rate_bps / 1e6:g} Mbit/s per port",
+        f"{format_rate(topo.host_link.rate_bps, width=0)} per port",
     )
     results: list[RunResult] = []
     try:

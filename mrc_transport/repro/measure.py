@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from labs.units import format_rate
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput, recovery_time
 from mrc_transport.harness.windows import window_rates
@@ -128,7 +129,7 @@ def pct(x: float | None) -> str:
 
 
 def mbit(bps: float | None) -> str:
-    return "-" if bps is None else f"{bps / 1e6:.1f} Mbit/s"
+    return "-" if bps is None else format_rate(bps, width=0, prefix="M")
 
 
 def ms(seconds: float | None) -> str:

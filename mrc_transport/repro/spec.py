@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from labs.errors import LabError
 from labs.topology import Topology, preset
+from labs.units import format_rate
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.pauses import Pause
@@ -171,7 +172,7 @@ class Fabric:
             if value is not None:
                 parts.append(f"{name} {value}")
         if self.rate_bps is not None:
-            parts.append(f"links at {self.rate_bps / 1e6:g} Mbit/s")
+            parts.append(f"links at {format_rate(self.rate_bps, width=0)}")
         return ", ".join(parts)
 
 

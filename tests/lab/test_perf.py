@@ -48,7 +48,7 @@ def ns_cmd(lab: str, host: str) -> list[str]:
 def test_transfer_sizes_verified(
     lab: str, tmp_path: Path, encoding: str, size: str, length: str
 ) -> None:
-    from mrc_transport.cli.perf import parse_size
+    from labs.units import parse_size
 
     rc, doc = one_shot(lab, tmp_path, "-n", size, "-l", length, "--encoding", encoding)
     end = doc["end"]

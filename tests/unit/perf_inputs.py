@@ -9,6 +9,7 @@ Only data and fakes here: no import of the code under test, which moved.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import asdict
 from types import SimpleNamespace
 from typing import Any
@@ -117,8 +118,10 @@ STREAMS: dict[str, list[tuple[bool, bool | None, dict[str, Any], dict[str, Any]]
     "not-verified": [
         (False, False, receiver_report(4000, 0.4, verified=False), sender_report(4096, 0.4)),
     ],
+    # the first peer did not say its CPU (the old code's input was a malformed one, which
+    # is now refused when the R message arrives); the second's seconds are 0
     "bad-peer-cpu": [
-        (True, True, sender_report(100, 0.1), receiver_report(100, 0.1, cpu={"user_s": "x"})),
+        (True, True, sender_report(100, 0.1), receiver_report(100, 0.1, cpu=None)),
         (True, True, sender_report(100, 0.1), receiver_report(100, 0.0)),
     ],
     "empty": [],
@@ -140,14 +143,12 @@ ENDPOINT = {
 CPU = [((1.0, 0.5), (1.75, 0.625), 2.5), ((0.0, 0.0), (0.25, 0.0), 0.0)]
 
 
-def streams(stats_class: Any, case: str) -> list[Any]:
-    """The case's streams as StreamStats (the class passed in: it moved)."""
-    out = []
-    for sending, verified, local, peer in STREAMS[case]:
-        s = stats_class(None, sending=sending)
-        s.verified, s.local, s.peer = verified, copy.deepcopy(local), copy.deepcopy(peer)
-        out.append(s)
-    return out
+def streams(
+    make: Callable[[bool, bool | None, dict[str, Any], dict[str, Any]], Any], case: str
+) -> list[Any]:
+    """The case's streams, each as ``make(sending, verified, local, peer)`` makes it (the
+    StreamStats class moved, and its messages became typed)."""
+    return [make(*(copy.deepcopy(x) for x in row)) for row in STREAMS[case]]
 
 
 # ------------------------------------------------------------------ fake connections

@@ -50,7 +50,7 @@ def test_render_shows_flows_planes_evs_and_faults() -> None:
     assert "active EVs: 120 / 128" in text
     assert "mrc (MRC)" in text
     assert "tcp (TCP)" in text
-    assert " 380.0 Mbit/s" in text
+    assert "380.00 Mbits/sec" in text
     assert "plane 3" in text
     assert "cut gray  t0-p1-0:t1-p1-1" in text
     assert "bytes verified so far" in text

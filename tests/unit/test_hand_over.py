@@ -1,6 +1,6 @@
 """A received burst's records into the core: data packets and SACKs through the core's
 compiled loop (``Endpoint.receive_records``), anything else to the caller in its turn,
-SACKs flushed every RX_FLUSH records (io/endpoint.py ``hand_over``)."""
+SACKs flushed every RX_FLUSH records (io/receive.py ``hand_over``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from mrc_transport.io import endpoint as ep_mod
+from mrc_transport.io import receive, tuning
 from mrc_transport.protocol import Config, Endpoint
 from mrc_transport.wire.records import RX_DATA, RX_OTHER, RX_SACK, RxRec
 
@@ -30,12 +30,12 @@ def test_receive_records_stops_at_the_first_other_record() -> None:
     assert core.counters.unknown_connection == 3
 
 
-@pytest.mark.parametrize("n", [ep_mod.RX_FLUSH // 2, ep_mod.RX_FLUSH + 6, 2 * ep_mod.RX_FLUSH - 1])
+@pytest.mark.parametrize("n", [tuning.RX_FLUSH // 2, tuning.RX_FLUSH + 6, 2 * tuning.RX_FLUSH - 1])
 def test_a_burst_under_two_rx_flush_records_is_flushed_once_at_its_end(n: int) -> None:
     core = Endpoint(Config(), random.Random(1))
     log: list[int] = []
     view = memoryview(bytearray(4096))
-    ep_mod.hand_over(
+    receive.hand_over(
         core, [_rec(RX_DATA)] * n, view, 0.0, lambda i: None,
         lambda: log.append(core.counters.unknown_connection),
     )  # fmt: skip
@@ -44,7 +44,7 @@ def test_a_burst_under_two_rx_flush_records_is_flushed_once_at_its_end(n: int) -
 
 def test_hand_over_keeps_order_and_flushes_in_even_chunks() -> None:
     core = Endpoint(Config(), random.Random(1))
-    n, others = 2 * ep_mod.RX_FLUSH + 6, {5, ep_mod.RX_FLUSH + 8}
+    n, others = 2 * tuning.RX_FLUSH + 6, {5, tuning.RX_FLUSH + 8}
     kinds = [RX_OTHER if i in others else RX_DATA for i in range(n)]
     log: list[tuple[str, int]] = []
 
@@ -57,8 +57,8 @@ def test_hand_over_keeps_order_and_flushes_in_even_chunks() -> None:
         log.append(("flush", core.counters.unknown_connection))
 
     view = memoryview(bytearray(4096))
-    ep_mod.hand_over(core, [_rec(k) for k in kinds], view, 0.0, other, flush)
-    rx, half = ep_mod.RX_FLUSH, n // 2  # two chunks: n is under 3 x RX_FLUSH
+    receive.hand_over(core, [_rec(k) for k in kinds], view, 0.0, other, flush)
+    rx, half = tuning.RX_FLUSH, n // 2  # two chunks: n is under 3 x RX_FLUSH
     # a flush after each chunk, the last one's at the end
     assert log == [
         ("other", 5),

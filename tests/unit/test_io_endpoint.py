@@ -19,16 +19,11 @@ import trio
 import trio.testing
 
 from mrc_transport import wire
-from mrc_transport.io import batchio
+from mrc_transport.io import batchio, transmit, tuning
 from mrc_transport.io import endpoint as ep_mod
-from mrc_transport.io.endpoint import (
-    IO_ACK_DELAY,
-    IO_HOST_DELAY,
-    IO_MAX_BURST,
-    MrcEndpoint,
-    io_config,
-)
+from mrc_transport.io.endpoint import MrcEndpoint
 from mrc_transport.io.sockets import Datagram
+from mrc_transport.io.tuning import IO_ACK_DELAY, IO_HOST_DELAY, IO_MAX_BURST, io_config
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
@@ -153,7 +148,7 @@ def endpoint(tx: socket.socket, rate: float = 1e12) -> tuple[MrcEndpoint, Connec
     """An endpoint with one established connection (its SETUP_ACK fed to the core)."""
     clock = Clock()
     ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=clock)
-    ep._tx = tx
+    ep.tx.sock = tx
     conn = ep.connect(paths(2, 2)).conn
     back = conn.evs.paths[0]
     ph = frames.PathHeader(back.dst.packed, back.src.packed)
@@ -201,9 +196,9 @@ def test_io_config_caps_the_burst_and_sets_a_host_delay_and_sack_spacing() -> No
 
 
 def test_backoff_is_a_few_packet_times_within_bounds() -> None:
-    assert MrcEndpoint(config(1e8))._backoff() == pytest.approx(4 * MSS * 8 / 1e8)
-    assert MrcEndpoint(config(1e12))._backoff() == 50e-6
-    assert MrcEndpoint(config(1e6))._backoff() == 2e-3
+    assert MrcEndpoint(config(1e8)).tx.backlog.retry_after == pytest.approx(4 * MSS * 8 / 1e8)
+    assert MrcEndpoint(config(1e12)).tx.backlog.retry_after == 50e-6
+    assert MrcEndpoint(config(1e6)).tx.backlog.retry_after == 2e-3
 
 
 # -- one pump at a time ---------------------------------------------------------------------
@@ -241,7 +236,7 @@ def test_bursts_are_paced_at_the_nic_rate(fake: FakeWire, udp: socket.socket, ra
         ep.pump(clock.now)
         log.append((clock.now, sum(map(len, fake.sent[n:]))))
         if len(fake.sent) == n:  # paced: the loop would wait until the pacer's deadline
-            assert ep._wait_deadline() <= max(ep._pace_at, clock.now + 50e-6)
+            assert ep._wait_deadline() <= max(ep.pacer.next_at, clock.now + 50e-6)
         clock.now += step
     burst = IO_MAX_BURST * (MSS + 100)
     slack = max(4 * 2 * MSS * 8 / rate, 1e-3)
@@ -262,8 +257,8 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     ep.pump(clock.now)
     assert len(fake.sent) == 5
     # each of the two ports refused one packet; the rest of the burst waits behind it
-    assert ep.send_errors == {"ENOBUFS": 2}
-    assert ep._queued == IO_MAX_BURST - 5
+    assert ep.tx.send_errors == {"ENOBUFS": 2}
+    assert ep.tx.backlog.queued == IO_MAX_BURST - 5
     assert ep.core.ports_busy == {0, 1}
     snd_nxt = conn.sender.snd_nxt
     for _ in range(3):  # no new burst while the kernel pushes back
@@ -272,13 +267,13 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
     assert conn.sender.snd_nxt == snd_nxt
     assert len(fake.sent) == 5
     fake.room = 3
-    ep._flush_backlog()  # the retry after the backoff: three more, then full again
+    ep.tx.flush_backlog()  # the retry after the backoff: three more, then full again
     assert len(fake.sent) == 8
-    assert ep._queued == IO_MAX_BURST - 8
+    assert ep.tx.backlog.queued == IO_MAX_BURST - 8
     fake.room = math.inf
     ep._kicked = False
-    ep._flush_backlog()
-    assert not ep._backlog
+    ep.tx.flush_backlog()
+    assert not ep.tx.backlog.ports
     assert not ep.core.ports_busy
     assert ep._kicked  # the core may send again
     while ep.pump(clock.now) or conn.sender.pending:
@@ -295,7 +290,7 @@ def test_a_burst_larger_than_the_encoder_goes_out_in_chunks_in_order(
 ) -> None:
     """Bursts are encoded TX_BURST packets at a time; ENOBUFS in a later chunk still
     holds the rest of that port's packets behind its backlog, in order."""
-    monkeypatch.setattr(ep_mod, "TX_BURST", 5)
+    monkeypatch.setattr(transmit, "TX_BURST", 5)
     ep, conn, clock = endpoint(udp)
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
@@ -304,10 +299,10 @@ def test_a_burst_larger_than_the_encoder_goes_out_in_chunks_in_order(
     clock.now += 1e-6
     ep.pump(clock.now)
     assert len(fake.sent) == 7
-    assert ep.send_errors["ENOBUFS"] >= 1
-    assert ep._queued == 16 - 7
+    assert ep.tx.send_errors["ENOBUFS"] >= 1
+    assert ep.tx.backlog.queued == 16 - 7
     fake.room = math.inf
-    ep._flush_backlog()
+    ep.tx.flush_backlog()
     psns = data_psns(fake.sent)
     assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + 16))
     assert in_order_per_port(fake.sent)
@@ -326,14 +321,14 @@ def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: sock
         clock.now += 1e-3
         assert ep.pump(clock.now) is True  # a free port: the core may send more now
     assert ep.core.ports_busy == {busy.plane}
-    assert ep.send_errors == {"ENOBUFS": 1}
+    assert ep.tx.send_errors == {"ENOBUFS": 1}
     assert busy.src.packed not in {p[8:24] for p in fake.sent}
-    held = [wire.decode_untrusted(q[0]).header for q in ep._backlog[busy.plane]]
+    held = [wire.decode_untrusted(q[0]).header for q in ep.tx.backlog.ports[busy.plane]]
     assert 0 < len(held) < IO_MAX_BURST  # only the first burst sprayed onto the busy port
     assert len(data_psns(fake.sent)) == 3 * IO_MAX_BURST - len(held)
     fake.full.clear()
-    ep._flush_backlog()
-    assert not ep._backlog
+    ep.tx.flush_backlog()
+    assert not ep.tx.backlog.ports
     assert not ep.core.ports_busy
     while ep.pump(clock.now) or conn.sender.pending:
         clock.now += 1e-3
@@ -356,7 +351,7 @@ def test_enetunreach_is_told_to_the_core_which_resends_on_another_plane(
     ep.pump(clock.now)
     assert refused
     assert {tx.path.plane for tx in refused} == {plane}
-    assert ep.send_errors == {"ENETUNREACH": len(refused)}
+    assert ep.tx.send_errors == {"ENETUNREACH": len(refused)}
     assert ep._kicked
     assert conn.evs.usable_in(plane) == []
     # the rest of the burst went out; the refused ones go again, on the other plane
@@ -383,11 +378,11 @@ def test_bad_datagrams_are_counted_by_reason(
     bad_version = bytes([good[0] ^ 0xFF]) + good[1:]
     bad_opcode = good[:1] + b"\xee" + good[2:]
     batch = [datagram(x) for x in (b"\x01\x02", good[:20], bad_version, bad_opcode, good)]
-    ep._rx_burst = fake_rx = FakeRx()
+    ep.rx.burst = fake_rx = FakeRx()
     fake_rx.waiting = [(0.0, d) for d in batch]
-    assert ep._receive_ready(udp) == 5
-    assert ep.received == 5
-    assert ep.bad == {"truncated": 2, "bad_version": 1, "unknown_opcode": 1}
+    assert ep.rx.receive_ready(udp) == 5
+    assert ep.rx.received == 5
+    assert ep.rx.bad == {"truncated": 2, "bad_version": 1, "unknown_opcode": 1}
     assert ep.core.counters.unknown_connection == 1  # the good one reached the core
 
 
@@ -406,11 +401,11 @@ def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
     """SACKs owed in the middle of a receive burst go out every RX_FLUSH packets, not
     after the whole burst: 256 packets of Python outlasted the peer's RTO (ours)."""
     ep, conn, _ = endpoint(udp)
-    n, peer_psn = 3 * ep_mod.RX_FLUSH, 7  # the SETUP_ACK's initial PSN
+    n, peer_psn = 3 * tuning.RX_FLUSH, 7  # the SETUP_ACK's initial PSN
     burst = [(0.0, _data_datagram(conn, peer_psn + k, k, n + 1)) for k in range(n)]
-    ep._rx_burst = fake_rx = FakeRx()
+    ep.rx.burst = fake_rx = FakeRx()
     fake_rx.waiting = burst
-    assert ep._receive_ready(udp) == n  # no pump has run
+    assert ep.rx.receive_ready(udp) == n  # no pump has run
     sacks = [
         h
         for pkt in fake.sent
@@ -418,7 +413,7 @@ def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
     ]
     assert sacks, "the burst's SACKs waited for the pump"
     # the last flush came before packet 3 x RX_FLUSH: everything up to it was acknowledged
-    assert max(s.cum_psn for s in sacks) >= peer_psn + n - ep_mod.RX_FLUSH
+    assert max(s.cum_psn for s in sacks) >= peer_psn + n - tuning.RX_FLUSH
 
 
 @pytest.fixture
@@ -461,13 +456,13 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     rate = 1e8
     ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=trio.current_time)
     bursts: list[int] = []
-    transmit = ep._transmit
+    send_burst = ep.tx.transmit
 
     def spy(out: list[Transmit]) -> int:
         bursts.append(len(out))
-        return transmit(out)
+        return send_burst(out)
 
-    ep._transmit = spy  # type: ignore[method-assign]
+    ep.tx.transmit = spy  # type: ignore[method-assign]
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
         handle = await established(ep)
@@ -491,7 +486,7 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     psns = data_psns(fake.sent)
     assert sorted(psns) == list(range(conn.initial_psn, conn.initial_psn + n))
     assert in_order_per_port(fake.sent)
-    assert ep.send_errors["ENOBUFS"] > 0
+    assert ep.tx.send_errors["ENOBUFS"] > 0
     assert (conn.counters.lost, conn.counters.retransmits) == (0, 0)
     assert max(bursts) <= IO_MAX_BURST + 2  # bursts of data packets (+ control)
     # 4 packets per ms after the first 40: the port's drain rate, not the NIC's
@@ -502,7 +497,7 @@ class FakeRx(batchio.PyBurstReceiver):
     """A ``BurstReceiver`` fed from a list of (time it arrives, datagram), not a socket."""
 
     def __init__(self, clock: Callable[[], float] = lambda: 0.0) -> None:
-        super().__init__(ep_mod.RECV_BURST, 2048)
+        super().__init__(tuning.RECV_BURST, 2048)
         self.clock = clock
         self.waiting: list[tuple[float, Datagram]] = []
 
@@ -532,7 +527,7 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     fake_rx = FakeRx(trio.current_time)
     cfg = Config(mss=MSS, ev_count=8, ev_backup=0, cc="fixed", nic_rate_bps=1e12)
     ep = MrcEndpoint(cfg, rng=random.Random(1), clock=trio.current_time)
-    ep._rx_burst = fake_rx
+    ep.rx.burst = fake_rx
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
         handle = await established(ep)
@@ -560,8 +555,8 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
         ep.stop()
     assert conn.counters.rtos == 0
     assert conn.counters.retransmits == 0
-    assert ep.bad == {"truncated": 1, "bad_version": 1}
-    assert ep.received == 3
+    assert ep.rx.bad == {"truncated": 1, "bad_version": 1}
+    assert ep.rx.received == 3
 
 
 def test_a_refused_send_from_the_backlog_is_told_to_the_core(
@@ -574,26 +569,26 @@ def test_a_refused_send_from_the_backlog_is_told_to_the_core(
     ep.handles[conn.conn].send(bytes(16 * MSS))
     fake.room = 0
     ep.pump(clock.now)
-    assert ep._queued == 16
+    assert ep.tx.backlog.queued == 16
     fake.room = math.inf
     fake.dead.add(conn.evs.paths[-1].src.packed)  # the port goes down meanwhile
-    ep._flush_backlog()
-    assert ep.send_errors["ENETUNREACH"] > 0
-    assert len(refused) == ep.send_errors["ENETUNREACH"]
+    ep.tx.flush_backlog()
+    assert ep.tx.send_errors["ENETUNREACH"] > 0
+    assert len(refused) == ep.tx.send_errors["ENETUNREACH"]
 
 
 def test_the_header_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long-running server meets new EVs with every connection; the cache of their
     PathHeaders starts over at its limit instead of growing, and still answers right."""
-    monkeypatch.setattr(ep_mod, "HEADER_CACHE_LIMIT", 8)
+    monkeypatch.setattr(transmit, "HEADER_CACHE_LIMIT", 8)
     ep = MrcEndpoint(config())
     path = paths(2, 2)[0]
     for ev in range(50):
-        ph = ep._header(path, ev, frames.DSCP_CONTROL)
+        ph = ep.tx.header(path, ev, frames.DSCP_CONTROL)
         assert ph.ev == ev
-        assert len(ep._headers) <= 8
+        assert len(ep.tx._headers) <= 8
     again = (path, 49, frames.DSCP_CONTROL)
-    assert ep._header(*again) is ep._header(*again)  # a hit returns the cached object
+    assert ep.tx.header(*again) is ep.tx.header(*again)  # a hit returns the cached object
 
 
 @pytest.mark.parametrize("end", ["acked", "closed"])
@@ -650,9 +645,9 @@ class TimedRx(FakeRx):
 @pytest.mark.parametrize(
     ("burst", "idle", "moderated"),
     [
-        (ep_mod.RX_COALESCE_PACKETS, 0.0, True),
-        (ep_mod.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few
-        (ep_mod.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
+        (tuning.RX_COALESCE_PACKETS, 0.0, True),
+        (tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few
+        (tuning.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
     ],
 )
 async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_rx_coalesce(
@@ -669,7 +664,7 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     here) and its timers."""
     timed = TimedRx(trio.current_time)
     ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
-    ep._rx_burst = timed
+    ep.rx.burst = timed
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
         handle = await established(ep)
@@ -679,16 +674,16 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
         t0 = trio.current_time()
         timed.waiting = [(t0, _data_datagram(conn, 7 + k, k, n)) for k in range(burst)]
         timed.waiting.append(
-            (t0 + ep_mod.RX_COALESCE / 2, _data_datagram(conn, 7 + burst, burst, n))
+            (t0 + tuning.RX_COALESCE / 2, _data_datagram(conn, 7 + burst, burst, n))
         )
         ep.kick()
-        await trio.sleep(3 * ep_mod.RX_COALESCE)
+        await trio.sleep(3 * tuning.RX_COALESCE)
         ep.stop()
         nursery.cancel_scope.cancel()
     later = [t - t0 for t in timed.reads if t > t0]  # the reads at t0 took the burst
     if moderated:
-        assert later[0] == pytest.approx(ep_mod.RX_COALESCE)
+        assert later[0] == pytest.approx(tuning.RX_COALESCE)
         assert conn.counters.data_received == n
     else:
-        assert not [t for t in later if t < 2 * ep_mod.RX_COALESCE]
+        assert not [t for t in later if t < 2 * tuning.RX_COALESCE]
         assert conn.counters.data_received == burst

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrc_transport.perf import session as perf
+from mrc_transport.perf.messages import ConnReport
 
 
 def sender_digest(pool: perf.MessagePool, sizes: list[int]) -> tuple[str, list[bytes]]:
@@ -123,7 +124,7 @@ class FakeHandle:
 
 
 def _params(nbytes: int, length: int) -> perf.PerfParams:
-    return perf.PerfParams("s", 0, 1, False, 0.0, nbytes, length, 0.0)
+    return perf.PerfParams("s", 0, 1, False, 0.0, nbytes, length, 0)
 
 
 async def _deliver(messages: list[bytes]) -> perf.StreamStats:
@@ -138,7 +139,7 @@ async def test_send_and_receive_data_agree_only_on_a_faithful_delivery(
     monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     """Both ends of a session: send_data's E against what receive_data computes."""
-    monkeypatch.setattr(perf, "conn_report", lambda handle: {})
+    monkeypatch.setattr(perf, "conn_report", lambda handle: ConnReport({}, (), (), None))
     tx = FakeHandle()
     sender = perf.StreamStats(tx, sending=True)  # type: ignore[arg-type]
     await perf.send_data(sender, _params(2500, 300), lambda: 0.0)
@@ -155,4 +156,7 @@ async def test_send_and_receive_data_agree_only_on_a_faithful_delivery(
         data[3], data[4] = data[4], data[3]
     stats = await _deliver([*data, end])
     assert stats.verified is (fault == "none")
-    assert (stats.local["digest"] == sender.local["digest"]) is (fault == "none")
+    assert stats.receiver_report is not None
+    assert sender.sender_report is not None
+    assert stats.sender_report == sender.sender_report  # the E message as sent
+    assert (stats.receiver_report.digest == sender.sender_report.digest) is (fault == "none")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from labs.errors import LabError, TopologyError
-from labs.topology import Topology, check_lab_name, load_yaml, parse_rate, preset
+from labs.topology import Topology, check_lab_name, from_dict, load_yaml, preset
+from labs.units import UnitError, parse_rate
 
 
 def test_tiny_counts_and_names() -> None:
@@ -110,8 +111,12 @@ def test_missing_file_is_a_lab_error(tmp_path: Path) -> None:
 def test_rates_and_lab_names() -> None:
     assert parse_rate("100mbit", "x") == 100_000_000
     assert parse_rate("2.5gbit", "x") == 2_500_000_000
-    with pytest.raises(TopologyError):
+    with pytest.raises(UnitError):
         parse_rate("100mbps", "x")
+    with pytest.raises(
+        TopologyError, match=r"^lab\.yaml\.links\.host_t0\.rate: bad rate '100mbps' "
+    ):
+        from_dict({"links": {"host_t0": {"rate": "100mbps"}}}, where="lab.yaml")
     assert check_lab_name("mrc") == "mrc"
     for bad in ("", "Mrc", "1abc", "a-b", "x" * 13):
         with pytest.raises(TopologyError):
