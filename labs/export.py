@@ -14,6 +14,7 @@ Pure: a topology in, the documents out as text; the CLI writes them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,9 +92,9 @@ def planned(topo: Topology, mtu: int | None) -> Topology:
         raise ExportError(f"--mtu {mtu}: {exc}") from None
 
 
-def node_config(topo: Topology, name: str, node: str, ops: list[Op], img: str) -> dict[str, Any]:
-    """A node of the containerlab topology: kind, image, the plan's sysctls, its script."""
-    mine = nodescript.node_ops(ops, node)
+def node_config(topo: Topology, name: str, mine: list[Op], img: str) -> dict[str, Any]:
+    """A node of the containerlab topology: kind, image, the plan's sysctls, and its script
+    from ``mine``, its ops."""
     script = nodescript.script(topo, name, mine)
     return {
         "kind": "linux",
@@ -105,22 +106,22 @@ def node_config(topo: Topology, name: str, node: str, ops: list[Op], img: str) -
 
 def links(ops: list[Op]) -> list[dict[str, Any]]:
     """The plan's veths between nodes, named as the lab names them, at their MTU."""
+    mtu = nodescript.mtus(ops)
     out = []
     for op in ops:
         if isinstance(op, Veth) and nodescript.is_link(op):
-            mtu = nodescript.link_mtu(ops, op.node, op.dev)
-            link: dict[str, Any] = {
-                "endpoints": [f"{op.node}:{op.dev}", f"{op.peer_node}:{op.peer_dev}"]
-            }
-            if mtu is not None:
-                link["mtu"] = mtu
+            ends = [f"{op.node}:{op.dev}", f"{op.peer_node}:{op.peer_dev}"]
+            link: dict[str, Any] = {"endpoints": ends}
+            if (op.node, op.dev) in mtu:
+                link["mtu"] = mtu[op.node, op.dev]
             out.append(link)
     return out
 
 
 def containerlab_doc(topo: Topology, name: str, img: str, ops: list[Op]) -> dict[str, Any]:
     """The containerlab topology of ``topo``, whose plan is ``ops``."""
-    nodes = {node: node_config(topo, name, node, ops, img) for node in topo.nodes}
+    mine = nodescript.by_node(ops)
+    nodes = {node: node_config(topo, name, mine[node], img) for node in topo.nodes}
     return {"name": name, "topology": {"nodes": nodes, "links": links(ops)}}
 
 
@@ -128,7 +129,12 @@ def header(topo: Topology, img: str, fmt: str) -> str:
     """The comment the exported file starts with: what it is and how to run it."""
     dataplane = "the kernel's seg6local" if topo.srv6 == "seg6local" else "the BPF switch"
     h0, h1 = topo.hosts[0], topo.hosts[-1]
-    run = "kubectl apply -f FILE" if fmt == "clabernetes" else "containerlab deploy -t FILE"
+    # server-side: a client-side apply keeps a copy in an annotation, limited to 256 KB
+    run = (
+        "kubectl apply --server-side -f FILE"
+        if fmt == "clabernetes"
+        else "containerlab deploy -t FILE"
+    )
     return "\n".join(
         [
             f"# mrc lab export: a {topo.planes}-plane fabric of {len(topo.hosts)} hosts and "
@@ -170,10 +176,12 @@ def export(
     clab = header(topo, img, fmt) + "\n" + dump_yaml(containerlab_doc(topo, name, img, ops))
     text = clab
     if fmt == "clabernetes":
-        text = header(topo, img, fmt) + "\n" + dump_yaml(clabernetes_doc(name, clab))
-        if len(text.encode()) > OBJECT_LIMIT:
+        resource = clabernetes_doc(name, clab)
+        size = len(json.dumps(resource, separators=(",", ":")).encode())
+        if size > OBJECT_LIMIT:
             raise ExportError(
-                f"the Topology resource would be {len(text.encode()) / 2**20:.1f} MiB: "
-                f"Kubernetes stores at most 1.5 MiB per object; export a smaller fabric"
+                f"the Topology resource would be {size / 2**20:.1f} MiB as Kubernetes stores "
+                f"it (JSON), over its 1.5 MiB per object: export a smaller fabric"
             )
+        text = header(topo, img, fmt) + "\n" + dump_yaml(resource)
     return Exported(text, image.dockerfile(ops, img), topo)

@@ -56,8 +56,12 @@ def is_link(op: Op) -> bool:
     return isinstance(op, Veth) and op.peer_node != op.node
 
 
-def node_ops(ops: Iterable[Op], node: str) -> list[Op]:
-    return [op for op in ops if op.node == node]
+def by_node(ops: Iterable[Op]) -> dict[str, list[Op]]:
+    """Each node's ops, in plan order."""
+    out: dict[str, list[Op]] = {}
+    for op in ops:
+        out.setdefault(op.node, []).append(op)
+    return out
 
 
 def sysctls(ops: Iterable[Op]) -> dict[str, str]:
@@ -65,12 +69,11 @@ def sysctls(ops: Iterable[Op]) -> dict[str, str]:
     return {op.key: op.value for op in ops if isinstance(op, Sysctl)} | EXTRA_SYSCTLS
 
 
-def link_mtu(ops: Iterable[Op], node: str, dev: str) -> int | None:
-    """The MTU the plan gives ``node``'s ``dev``."""
-    return next(
-        (op.mtu for op in ops if isinstance(op, LinkUp) and (op.node, op.dev) == (node, dev)),
-        None,
-    )
+def mtus(ops: Iterable[Op]) -> dict[tuple[str, str], int]:
+    """The MTU the plan gives each (node, device) it sets one on."""
+    return {
+        (op.node, op.dev): op.mtu for op in ops if isinstance(op, LinkUp) and op.mtu is not None
+    }
 
 
 def heredoc(command: str, body: Sequence[str]) -> str:

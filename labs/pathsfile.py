@@ -15,6 +15,7 @@ from labs import addressing as addr
 from labs.errors import TopologyError
 from labs.paths import paths
 from labs.topology import Topology
+from labs.yamlfile import dump_yaml
 from srv6.path import SrPath
 
 
@@ -49,11 +50,14 @@ def host_document(topo: Topology, host: str) -> dict[str, Any]:
     return {"peers": peers}
 
 
-def header(topo: Topology, host: str) -> str:
-    """The comment a paths file starts with: whose it is and how to use it."""
-    peer = next(h for h in topo.hosts if h != host)
+def host_file(topo: Topology, host: str) -> str:
+    """``host``'s paths file as text: a comment saying whose it is and how to use it, then
+    the document, each path's lists on one line."""
+    doc = host_document(topo, host)
+    peer = next(iter(doc["peers"]))
     return (
         f"# SRv6 paths from {host} to every other host of a {topo.planes}-plane fabric "
         f"({len(topo.hosts)} hosts), from `mrc paths export`.\n"
         f"# On {host}: mrc perf -s --paths-file FILE, or mrc perf -c {peer} --paths-file FILE\n"
+        + dump_yaml(doc, flow_leaves=True)
     )

@@ -27,8 +27,8 @@ def dump_yaml(doc: object, flow_leaves: bool = False) -> str:
     ``flow_leaves``, a list or mapping that holds no other on one line (``[a, b]``)."""
     import yaml
 
-    class Dumper(yaml.SafeDumper):
-        pass
+    class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        """libyaml's emitter where PyYAML has it: 10x faster on a large export."""
 
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
         style = "|" if "\n" in value else None

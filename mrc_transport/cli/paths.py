@@ -33,15 +33,12 @@ def _no_action(args: argparse.Namespace) -> int:
 
 def paths_export(args: argparse.Namespace) -> int:
     from labs.errors import LabError
-    from labs.pathsfile import header, host_document
-    from labs.yamlfile import dump_yaml
+    from labs.pathsfile import host_file
 
     try:
         topo = fabric(args, args.lab)
         hosts = [args.host] if args.host else list(topo.hosts)
-        texts = {
-            h: header(topo, h) + dump_yaml(host_document(topo, h), flow_leaves=True) for h in hosts
-        }
+        texts = {h: host_file(topo, h) for h in hosts}
     except LabError as exc:
         raise UsageError(str(exc)) from None
     if args.host and args.out == "-":
