@@ -58,7 +58,7 @@ class Exported:
 
 def decided(topo: Topology) -> Topology:
     """``srv6: auto`` exported as the kernel's seg6local, which the kernels that run
-    containers have; a topology asks for the BPF switch with ``srv6: bpf``."""
+    containers usually have; a topology asks for the BPF switch with ``srv6: bpf``."""
     return replace(topo, srv6="seg6local") if topo.srv6 == "auto" else topo
 
 
@@ -90,6 +90,12 @@ def planned(topo: Topology, mtu: int | None) -> Topology:
         )
     except TopologyError as exc:
         raise ExportError(f"--mtu {mtu}: {exc}") from None
+
+
+def link_mtus(topo: Topology) -> str:
+    """The links' MTU, for people: "9000", or "4000 to hosts, 9000 between switches"."""
+    host, fabric = topo.host_link.mtu, topo.fabric_link.mtu
+    return f"{host}" if host == fabric else f"{host} to hosts, {fabric} between switches"
 
 
 def node_config(topo: Topology, name: str, mine: list[Op], img: str) -> dict[str, Any]:
@@ -139,7 +145,7 @@ def header(topo: Topology, img: str, fmt: str) -> str:
         [
             f"# mrc lab export: a {topo.planes}-plane fabric of {len(topo.hosts)} hosts and "
             f"{len(topo.switches)} switches ({len(topo.links)} links), link MTU "
-            f"{topo.host_link.mtu}, SRv6 by {dataplane}.",
+            f"{link_mtus(topo)}, SRv6 by {dataplane}.",
             f"# Every node runs {img}, built from {image.DOCKERFILE}; {run}.",
             f"# Then on {h1}: mrc perf -s --paths-file {nodescript.PATHS_FILE}",
             f"#   and on {h0}: mrc perf -c {h1} --paths-file {nodescript.PATHS_FILE}",

@@ -72,7 +72,7 @@ def register_lab_export(add: Add) -> None:
 def lab_export(args: argparse.Namespace) -> int:
     """The export, written only once all of it is generated (ExportError: nothing)."""
     from labs import image
-    from labs.export import export
+    from labs.export import export, link_mtus
 
     topo = fabric(args, args.name)
     if args.srv6:
@@ -84,10 +84,10 @@ def lab_export(args: argparse.Namespace) -> int:
     t = done.topo
     print(
         f"wrote {out}: {args.format}, {len(t.nodes)} nodes, {len(t.links)} links, "
-        f"link MTU {t.host_link.mtu}, SRv6 by {t.srv6}"
+        f"link MTU {link_mtus(t)}, SRv6 by {t.srv6}"
     )
     print(f"wrote {recipe}: the node image's recipe (see its first lines)")
-    print(mss_hint(t.host_link.mtu))
+    print(mss_hint(min(t.host_link.mtu, t.fabric_link.mtu)))
     if t.srv6 == "seg6local" and not kernel_has_seg6local():
         print(
             "this kernel has no seg6local routes: containers on this machine need --srv6 bpf",

@@ -22,8 +22,10 @@ from tests.unit.helpers import exit_2_line
 
 @pytest.fixture(autouse=True)
 def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder of the test's; and no kernel probe (it makes a namespace as root)."""
     state = tmp_path / "state"
     monkeypatch.setenv(STATE_DIR_ENV, str(state))
+    monkeypatch.setattr("mrc_transport.cli.export.kernel_has_seg6local", lambda: True)
     return state
 
 
@@ -45,6 +47,17 @@ def test_lab_export_writes_the_topology_and_the_recipe(
     said = capsys.readouterr().out
     assert "12 nodes, 16 links, link MTU 1400, SRv6 by bpf" in said
     assert "--mss 1316 (uSID) or 1180 (SRH)" in said  # 1400 - IPv6, UDP, MRC (and an SRH)
+
+
+def test_lab_export_says_when_this_kernel_lacks_seg6local(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mrc_transport.cli.export.kernel_has_seg6local", lambda: False)
+    argv = ["lab", "export", "--format", "containerlab", "--preset", "tiny"]
+    assert main([*argv, "-o", str(tmp_path / "a.yml")]) == 0
+    assert "need --srv6 bpf" in capsys.readouterr().err
+    assert main([*argv, "--srv6", "bpf", "-o", str(tmp_path / "b.yml")]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_lab_export_of_a_running_lab(tmp_path: Path) -> None:

@@ -358,3 +358,9 @@ def test_dockerfile_builds_what_the_nodes_run() -> None:
     )
     assert "RUN make venv fastpath core" in recipe
     assert "object_path(p) for p in ('mrc_port', 'srv6_switch',)" in recipe
+
+
+def test_header_says_each_link_class_mtu(tmp_path: Path) -> None:
+    text = export(fabric("odd", tmp_path), "containerlab", "mrc").text
+    assert text.startswith("# mrc lab export: a 3-plane fabric of 3 hosts and 18 switches")
+    assert "link MTU 4000 to hosts, 9000 between switches, SRv6 by the BPF switch" in text
