@@ -7,7 +7,9 @@ Kubernetes, a node per pod, every link a VXLAN tunnel between pods. Either way a
 is a ``kind: linux`` container of the mrc node image (labs/image.py), one per host and
 switch, whose ``exec`` is its share of labs/plan.py's ops (labs/nodescript.py) and whose
 ``sysctls`` are the plan's; links are the plan's veths with the interface names the lab
-uses, and the MTU its ports get. Nothing of the addressing is written here twice.
+uses, and the MTU its ports get. Nothing of the addressing is written here twice. For
+clabernetes the switch-to-switch ports get short names (labs/portnames.py): it names a
+tunnel device after each link end, and the lab's names make one too long for Linux.
 
 Pure: a topology in, the documents out as text; the CLI writes them.
 """
@@ -18,7 +20,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from labs import image, nodescript
+from labs import image, nodescript, portnames
 from labs.errors import LabError, TopologyError
 from labs.plan import Op, Veth, build
 from labs.topology import Topology
@@ -168,17 +170,40 @@ def clabernetes_doc(name: str, definition: str) -> dict[str, Any]:
     }
 
 
+def tunnel_ready(topo: Topology, ops: list[Op]) -> list[Op]:
+    """The plan with short switch-to-switch port names (labs/portnames.py), so that each
+    link's tunnel device in a clabernetes pod has a name Linux takes; ExportError where
+    even those do not fit."""
+    ops = portnames.renamed(ops, portnames.short_ports(topo))
+    ends = [
+        end
+        for op in ops
+        if isinstance(op, Veth) and nodescript.is_link(op)
+        for end in ((op.node, op.dev), (op.peer_node, op.peer_dev))
+    ]
+    name = portnames.too_long(ends)
+    if name is not None:
+        raise ExportError(
+            f"clabernetes would name a link's tunnel {name}, longer than Linux's "
+            f"{portnames.LINUX_NAME} characters: export fewer racks, hosts, planes or T1s"
+        )
+    return ops
+
+
 def export(
     topo: Topology, fmt: str, name: str, img: str = image.IMAGE, mtu: int | None = None
 ) -> Exported:
     """The documents of ``topo`` exported as ``fmt``; ExportError for what the target
-    cannot carry. clabernetes plans for CLABERNETES_MTU unless ``mtu`` is given."""
+    cannot carry. clabernetes plans for CLABERNETES_MTU unless ``mtu`` is given, with its
+    switch-to-switch ports renamed for its tunnels."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
     if fmt == "clabernetes" and mtu is None:
         mtu = CLABERNETES_MTU
     topo = planned(decided(topo), mtu)
     ops = build(topo)
+    if fmt == "clabernetes":
+        ops = tunnel_ready(topo, ops)
     clab = header(topo, img, fmt) + "\n" + dump_yaml(containerlab_doc(topo, name, img, ops))
     text = clab
     if fmt == "clabernetes":

@@ -364,3 +364,54 @@ def test_header_says_each_link_class_mtu(tmp_path: Path) -> None:
     text = export(fabric("odd", tmp_path), "containerlab", "mrc").text
     assert text.startswith("# mrc lab export: a 3-plane fabric of 3 hosts and 18 switches")
     assert "link MTU 4000 to hosts, 9000 between switches, SRv6 by the BPF switch" in text
+
+
+# -- clabernetes: port names its tunnels can carry ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_clabernetes_tunnel_names_fit_linux(name: str) -> None:
+    """clabernetes names a link's devices in a pod ``<node>-<port>`` and ``vx-<node>-<port>``;
+    the lab's switch port names (its peers') are too long for that, the export's are not."""
+    if (name, "clabernetes") in TOO_BIG:
+        return
+    topo = kernel_switch(name)
+    resource = load(export(topo, "clabernetes", "mrc").text)
+    doc = load(resource["spec"]["definition"]["containerlab"])["topology"]
+    ends = [end.split(":") for link in doc["links"] for end in link["endpoints"]]
+    assert max(len(f"vx-{node}-{port}") for node, port in ends) <= 15
+    for node, cfg in doc["nodes"].items():
+        ports = {port for n, port in ends if n == node}
+        script = script_of(cfg)
+        assert set(re.findall(r"link set dev (\S+) mtu", script)) == ports
+        for dev, peer, _link in topo.ports(node):
+            if topo.kind_of(peer) != "host" and topo.kind_of(node) != "host":
+                assert f"dev {dev} " not in script, (node, dev)  # every use renamed
+
+
+def test_renamed_ports_keep_the_plan() -> None:
+    """Renaming changes names only: the T0's uplinks to T1 j are u<j>, the T1's downlinks to
+    the T0 of rack r are d<r>, and routes, queues and nft follow them."""
+    doc = load(
+        load(export(kernel_switch("tiny"), "clabernetes", "mrc").text)["spec"]["definition"][
+            "containerlab"
+        ]
+    )
+    t0 = batches(script_of(doc["topology"]["nodes"]["t0-p1-1"]))
+    assert (
+        "route replace fcbb:bb01::/32 nexthop via fe80::2000 dev u0 nexthop via fe80::2001 dev u1"
+        in t0["ip -b -"]
+    )
+    assert any('oifname "u1" ip6 ecn' in ln for ln in t0["nft -f -"])
+    assert (
+        "qdisc replace dev u1 root tbf rate 100000000bit burst 32768 limit 262144" in t0["tc -b -"]
+    )
+    t1 = batches(script_of(doc["topology"]["nodes"]["t1-p1-0"]))
+    assert "route replace fcbb:bb01:a002::/48 via fe80::1001 dev d1" in t1["ip -b -"]
+    assert ["t0-p1-1:u0", "t1-p1-0:d1"] in [link["endpoints"] for link in doc["topology"]["links"]]
+
+
+def test_a_fabric_whose_tunnels_linux_cannot_name() -> None:
+    wide = Topology(planes=1, racks=101, hosts_per_rack=1, t1_per_plane=1)
+    with pytest.raises(ExportError, match="vx-t0-p0-100-h100, longer than Linux's 15"):
+        export(wide, "clabernetes", "mrc")
