@@ -37,14 +37,16 @@ pytestmark = pytest.mark.lab
 
 PY = [sys.executable, "-m", "mrc_transport.cli.main"]
 SRC, DST = "h3", "h0"  # different racks: two paths per plane, through the T1s
-CASES: dict[str, tuple[str, int | None, str | None]] = {
-    "tiny": ("tiny", None, None),
-    "tiny-mtu1400": ("tiny", 1400, None),
-    "tiny-trim-bpf": ("tiny-trim", None, "bpf"),
+CASES: dict[str, tuple[str, str, int | None, str | None]] = {
+    "tiny": ("tiny", "containerlab", None, None),
+    "tiny-clabernetes-mtu1400": ("tiny", "clabernetes", 1400, None),
+    "tiny-trim-bpf": ("tiny-trim", "containerlab", None, "bpf"),
 }
-"""Fabric name -> (preset, --mtu, switches): the default MTU and clabernetes' 1400 with
-the switches this kernel runs (None: seg6local where it has it, as `lab up` picks), and
-the BPF switch with trimming, its programs loaded in the nodes."""
+"""Fabric name -> (preset, format, --mtu, switches): the containerlab export at the default
+MTU and the containerlab topology inside the clabernetes resource at --mtu 1400 (its
+switch ports renamed for the tunnels), with the switches this kernel runs (None: seg6local
+where it has it, as `lab up` picks); and the BPF switch with trimming, its programs loaded
+in the nodes."""
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,13 @@ def fabric(
     require_root_netns()
     from labs.export import export
 
-    name, mtu, dataplane = CASES[request.param]
+    name, fmt, mtu, dataplane = CASES[request.param]
     topo = replace(preset(name), srv6=dataplane or kernel.srv6_dataplane())
-    done = export(topo, "containerlab", "mrc", mtu=mtu)
-    doc = yaml.safe_load(done.text)["topology"]
+    done = export(topo, fmt, "mrc", mtu=mtu)
+    text = done.text
+    if fmt == "clabernetes":
+        text = yaml.safe_load(text)["spec"]["definition"]["containerlab"]
+    doc = yaml.safe_load(text)["topology"]
     lab = unique_lab()
     paths = tmp_path_factory.mktemp("paths")
     try:
