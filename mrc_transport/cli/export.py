@@ -74,11 +74,13 @@ def lab_export(args: argparse.Namespace) -> int:
     from labs import image
     from labs.export import export, link_mtus
 
+    out = Path(args.out)
+    if out.name == image.DOCKERFILE:
+        raise UsageError(f"-o {out}: that is the name of the image's recipe, written beside it")
     topo = fabric(args, args.name)
     if args.srv6:
         topo = replace(topo, srv6=args.srv6)
     done = export(topo, args.format, args.name, args.image or image.IMAGE, args.mtu)
-    out = Path(args.out)
     recipe = out.parent / image.DOCKERFILE
     write_all({recipe: done.dockerfile, out: done.text})
     t = done.topo

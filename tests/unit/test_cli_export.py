@@ -92,6 +92,13 @@ def test_lab_export_bad_input_writes_nothing(
     assert written(out.parent) == []
 
 
+def test_lab_export_over_its_own_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "mrc-node.Dockerfile"
+    argv = ["lab", "export", "--format", "containerlab", "--preset", "tiny", "-o", str(out)]
+    assert "the image's recipe" in exit_2_line(capsys, argv)
+    assert not out.exists()
+
+
 def test_lab_export_to_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "absent" / "fabric.yaml"
     argv = ["lab", "export", "--format", "containerlab", "--preset", "tiny", "-o", str(out)]
