@@ -20,7 +20,7 @@ from labs import bpf, kernel, netns, trim
 from labs.errors import ApplyError, LabError
 from labs.plan import (
     PORT_PROGRAM,
-    Netns,
+    IpOp,
     Nft,
     Op,
     PortMap,
@@ -172,9 +172,8 @@ def _group(ops: Sequence[Op]) -> dict[str, list[Op]]:
 def config_jobs(lab: str, ops: Sequence[Op]) -> list[Job]:
     """The jobs that (re)apply config ops: ip, tc and nft batches, one each per node."""
     jobs: list[Job] = []
-    not_ip = Qdisc | PrioQdisc | TcBpf | PortMap | Nft | Sysctl | Netns
     for node, node_ops in _group(ops).items():
-        ip_ops = [op for op in node_ops if not isinstance(op, not_ip)]
+        ip_ops = [op for op in node_ops if isinstance(op, IpOp)]
         tc_ops = [op for op in node_ops if isinstance(op, Qdisc | PrioQdisc | TcBpf)]
         if ip_ops:
             jobs.append(ip_job(lab, node, ip_ops))

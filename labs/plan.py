@@ -222,6 +222,8 @@ Op = (
     | Nft
 )
 TcOp = Qdisc | PrioQdisc | TcBpf
+IpOp = Veth | LinkUp | Addr | Neigh | Route
+"""Ops that are ``ip -b`` lines (ip_line); TcOp's are ``tc -b`` lines (tc_lines)."""
 
 
 def build(topo: Topology) -> list[Op]:

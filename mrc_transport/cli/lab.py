@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mrc_transport.cli.export import register_lab_export
 from mrc_transport.cli.main import UsageError
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def register(subparsers: Any, help_text: str) -> None:
     _register_lifecycle(add)
     _register_faults(add)
     _register_capture(add)
+    register_lab_export(add)
 
 
 Add = Callable[..., argparse.ArgumentParser]

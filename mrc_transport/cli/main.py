@@ -24,6 +24,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("demo", "workshop demos: failover and collisions"),
     ("repro", "the paper's experiments at lab scale, side by side with its figures"),
     ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),
+    ("paths", "SRv6 paths files for `mrc perf --paths-file`, from a lab or a topology"),
     ("wireshark", "the Wireshark dissector for MRC: its path, or install it"),
 )
 
