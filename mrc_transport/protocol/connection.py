@@ -15,6 +15,8 @@ is established at once; the client is established on SETUP_ACK. ``close()`` wait
 every message sent is acknowledged, then sends CLOSE with the final PSN (retransmitted with
 backoff) and ends on CLOSE_ACK. A CLOSE is acknowledged only once every PSN below its
 final PSN arrived, so no data is lost by a clean close. CLOSE ends both directions.
+``CONN_TRANSITIONS`` spells this out, state by state; an input a state has no entry for
+is counted, and raised under the test suite (transitions.py).
 
 A CLOSED connection (closed, peer closed or failed) drains for ``drain_rtos`` x max(RTO,
 setup_timeout), like QUIC's draining period (RFC 9000 section 10.2): it sends nothing but
@@ -36,7 +38,7 @@ from mrc_transport.wire.frames import DATA_OPCODES, TRIM_REASONS, Common, Flags,
 from mrc_transport.wire.records import RX_DATA, RX_SACK, DataField, RxRec, SackField, record_of
 from srv6.path import SrPath
 
-from . import events, rxplace
+from . import events, rxplace, transitions
 from .cc.planes import PlaneWindows
 from .commons import Commons
 from .config import Config
@@ -63,6 +65,7 @@ class ConnState(enum.Enum):
 class ConnInput(enum.Enum):
     """What moves a connection."""
 
+    SETUP = "setup"
     SETUP_ACK = "setup_ack"
     CLOSE = "close"
     DRAINED = "drained"
@@ -78,19 +81,37 @@ _S, _E, _C, _CS, _X = (
     ConnState.CLOSE_SENT,
     ConnState.CLOSED,
 )
-CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
-    (_S, ConnInput.SETUP_ACK): _E,
-    (_S, ConnInput.GIVE_UP): _X,
-    (_E, ConnInput.CLOSE): _C,
-    (_E, ConnInput.PEER_CLOSE): _X,
-    (_E, ConnInput.GIVE_UP): _X,
-    (_C, ConnInput.DRAINED): _CS,
-    (_C, ConnInput.PEER_CLOSE): _X,
-    (_C, ConnInput.GIVE_UP): _X,
-    (_CS, ConnInput.CLOSE_ACK): _X,
-    (_CS, ConnInput.PEER_CLOSE): _X,
-    (_CS, ConnInput.GIVE_UP): _X,
+CONN_TRANSITIONS: dict[ConnState, dict[ConnInput, ConnState]] = {
+    _S: {
+        ConnInput.SETUP: _E,  # a server's connection, made from the client's SETUP
+        ConnInput.SETUP_ACK: _E,
+        ConnInput.CLOSE: _S,  # closes once established (_close_after_setup)
+        ConnInput.GIVE_UP: _X,
+    },
+    _E: {
+        ConnInput.CLOSE: _C,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _C: {
+        ConnInput.CLOSE: _C,
+        ConnInput.DRAINED: _CS,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _CS: {
+        ConnInput.CLOSE: _CS,
+        ConnInput.CLOSE_ACK: _X,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _X: {
+        ConnInput.CLOSE: _X,
+    },
 }
+"""The connection state table: each state's inputs and the state each leads to (the
+theory of operation above). A peer's packet is an input only where its state has an
+entry (``_allows``); elsewhere it is counted as ``wrong_state``."""
 
 
 class Connection:
@@ -157,10 +178,20 @@ class Connection:
         state = self.state
         return state is ConnState.ESTABLISHED or state is ConnState.CLOSING
 
-    def _move(self, inp: ConnInput, now: float, reason: str = "") -> bool:
-        new = CONN_TRANSITIONS.get((self.state, inp))
+    def _allows(self, inp: ConnInput) -> bool:
+        """Whether the current state has a transition on ``inp``."""
+        return inp in CONN_TRANSITIONS[self.state]
+
+    def _move(self, inp: ConnInput, now: float, reason: str = "") -> None:
+        """Feed ``inp`` to the state table and carry out the effects of the new state."""
+        old = self.state
+        new = CONN_TRANSITIONS[old].get(inp)
         if new is None:
-            return False
+            self.counters.illegal_transitions += 1
+            transitions.illegal("connection", old, inp)
+            return
+        if new is old:
+            return
         self.state = new
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
@@ -169,7 +200,6 @@ class Connection:
             self._drain_len = self.cfg.drain_rtos * max(rto, self.cfg.setup_timeout)
             self._drain_at = now + self._drain_len
             self._events.append(events.ConnectionClosed(now, self.conn, reason or inp.value))
-        return True
 
     # -- public API -----------------------------------------------------------------------
     def send_message(self, data: bytes | bytearray | memoryview, now: float) -> int:
@@ -410,10 +440,11 @@ class Connection:
             self._retry_at = math.inf
 
     def _accept(self, h: frames.SetupHeader, now: float) -> None:
-        self._start(h, now)
+        self._start(h, ConnInput.SETUP, now)
         self._control_tx(self._setup_header(Opcode.SETUP_ACK, h.ts))
 
-    def _start(self, h: frames.SetupHeader, now: float) -> None:
+    def _start(self, h: frames.SetupHeader, inp: ConnInput, now: float) -> None:
+        """Established by the peer's SETUP (a server) or SETUP_ACK (a client) ``h``."""
         self.commons.peer(h.common.src_conn)
         self.sender.peer_rwnd = h.rwnd
         # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
@@ -427,7 +458,7 @@ class Connection:
             self.commons,
             self.sender.mss,
         )
-        self.state = ConnState.ESTABLISHED
+        self._move(inp, now)
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:
             self._move(ConnInput.CLOSE, now)
@@ -443,11 +474,11 @@ class Connection:
 
     def _on_setup_ack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
-        if not isinstance(h, frames.SetupHeader) or self.state is not ConnState.SETUP_SENT:
+        if not isinstance(h, frames.SetupHeader) or not self._allows(ConnInput.SETUP_ACK):
             self.counters.wrong_state += 1
             return
         self._retry_at, self._retry_count = math.inf, 0
-        self._start(h, now)
+        self._start(h, ConnInput.SETUP_ACK, now)
         if h.common.flags & Flags.TS and h.ts == self._retry_ts:
             rtt = max(now - h.ts / 1e9, 0.0)
             self.sender.rtt_sample(rtt, data=False)
@@ -611,14 +642,16 @@ class Connection:
             longest = self.cfg.setup_timeout * 2**self.cfg.setup_retries
             self._drain_len = max(self._drain_len, min(2 * self._drain_len, longest))
             self._drain_at = now + self._drain_len
-        else:
+        elif self._allows(ConnInput.PEER_CLOSE):
             self._move(ConnInput.PEER_CLOSE, now, "peer closed")
 
     def _on_close_ack(self, packet: frames.Packet, now: float) -> None:
-        if not isinstance(packet.header, frames.CloseHeader) or not self._move(
-            ConnInput.CLOSE_ACK, now, "closed"
+        if not isinstance(packet.header, frames.CloseHeader) or not self._allows(
+            ConnInput.CLOSE_ACK
         ):
             self.counters.wrong_state += 1
+            return
+        self._move(ConnInput.CLOSE_ACK, now, "closed")
 
     # -- probes ---------------------------------------------------------------------------
     def _send_probe(self, ev_value: int, now: float, flags: Flags = Flags.NONE) -> None:
