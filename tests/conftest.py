@@ -33,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     stale = backend.stale_sources() if backend.COMPILED_CORE else []
     if stale:
         raise pytest.UsageError(
-            f"the compiled protocol core is older than {', '.join(stale)}: `make core` "
+            f"the compiled protocol core is older than {', '.join(stale)}: `make` "
             "rebuilds it (MRC_PUREPYTHON=1 tests the source as it is)"
         )
 
