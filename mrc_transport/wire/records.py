@@ -7,14 +7,14 @@ decoder (wire/burst.py). Plain tuples, not NamedTuples: making a NamedTuple of e
 record cost ~0.9 us more per packet (docs/measurements.md).
 
 Every record starts with its kind, the connection it is for and the source address; the
-rest is the body of its kind, its fields in the order the core takes them:
+rest is the body of its kind. Every reader names the slot it reads (``rec[DataField.PSN]``),
+so a field is added here (its name, its slot) and in the C struct, then read where needed:
 
 * data packet (``RX_DATA``, ``DataField``): flags, psn, msn, msg_offset, msg_len, ts,
   where its payload is in the burst's buffer (offset, length), the EV it arrived on and
-  its CE mark: ``Connection.receive_data``'s arguments, the payload as its place;
+  its CE mark;
 * SACK or ACK (``RX_SACK``, ``SackField``): flags, cumulative PSN, SACK base, bitmap, the
-  EV it reflects, ts, window: ``Connection.receive_sack``'s and ``Sender.sack``'s, and
-  three zero slots;
+  EV it reflects, ts, window (``Sender.sack``'s arguments), and three zero slots;
 * anything else (``RX_OTHER``: other control packets, trimmed stubs, malformed or cut
   datagrams): only its kind, the rest zero (``OTHER_REC``); the endpoint decodes it one
   at a time, which names what is wrong with a bad one (or NACKs a stub).
