@@ -220,7 +220,9 @@ class Connection:
         (``receive_records``), as a burst of one; any other packet to its handler."""
         rec = _as_record(packet)
         if rec is not None:
-            self.receive_records([rec], memoryview(packet.payload), 0, 1, now)
+            if not self.receive_records([rec], memoryview(packet.payload), 0, 1, now):
+                self._arrived(packet.path.src)  # for another connection id: counted
+                self.counters.wrong_state += 1
             return
         self._arrived(packet.path.src)
         handler = _HANDLERS.get(packet.header.common.opcode)
