@@ -8,15 +8,17 @@ APT_PKGS := iproute2 nftables iperf3 ethtool tcpdump gcc python3-venv python3-de
 APT_CMDS := ip nft iperf3 ethtool tcpdump gcc clang bpftool tshark dumpcap reordercap editcap valgrind
 # python3 must be able to make a venv (ensurepip) and compile the cffi extension (Python.h)
 PY_OK := import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')
-FASTPATH_SRC := $(wildcard csrc/*.c csrc/*.h) csrc/build.py
-CORE_SRC := $(wildcard mrc_transport/protocol/*.py mrc_transport/protocol/cc/*.py) csrc/build_core.py
+NATIVE_SRC := $(wildcard csrc/*.c csrc/*.h csrc/*.py mrc_transport/protocol/*.py \
+	mrc_transport/protocol/cc/*.py) setup.py
+# pyproject.toml's [build-system] requires: the editable install builds in the venv
+BUILD_REQS := "setuptools>=77" wheel "cffi>=1.16" "mypy>=1.8"
 PYTEST_ARGS ?=
 
-.PHONY: all setup apt venv fastpath core test lint typecheck unit demo clean bench
+.PHONY: all setup apt venv native fastpath core test lint typecheck unit demo clean bench
 
 all: setup
 
-setup: apt venv fastpath core
+setup: apt venv native
 
 # Install Debian packages only when a command is missing, so a second run is instant.
 # tshark (lab capture, the dissector's tests) asks whether non-root users may capture:
@@ -34,28 +36,27 @@ apt:
 
 venv: .venv/.stamp-installed
 
-.venv/.stamp-installed: pyproject.toml setup.py $(FASTPATH_SRC)
+# The editable install builds the native parts too (setup.py): the C fast path and the
+# protocol core compiled by mypyc, in place (mrc_transport/_fastpath*.so,
+# mrc_transport/_compiled/); the .py files stay the reference that MRC_PUREPYTHON=1 runs.
+.venv/.stamp-installed: pyproject.toml setup.py
 	@test -x $(PY) || python3 -m venv .venv
-	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[dev]'
-	@touch $@
+	$(PIP) install -q --upgrade pip $(BUILD_REQS)
+	@echo "installing, and building the C fast path and the compiled core (about a minute)"
+	$(PIP) install -q --no-build-isolation -e '.[dev]'
+	@touch $@ .venv/.native-by-install
 
-# Build the cffi extension in place (editable installs do not always place it in the tree).
-fastpath: .venv/.stamp-fastpath
+# After an edit, the same build again (setup.py build_ext, in place), unless the install
+# just made it: the stamp rebuilds it, and the test suite refuses a compiled core older
+# than its sources. The log is shown only if the build fails.
+native: .venv/.stamp-native
+fastpath core: native
 
-.venv/.stamp-fastpath: .venv/.stamp-installed $(FASTPATH_SRC)
-	$(PY) csrc/build.py --inplace
-	@touch $@
-
-# Compile the protocol core with mypyc (csrc/build_core.py) and install the build in the
-# venv's site-packages; its .py files stay the reference that MRC_PUREPYTHON=1 runs. The
-# stamp rebuilds it after an edit; the test suite refuses a build older than its sources.
-# The log is shown only if the build fails.
-core: .venv/.stamp-core
-
-.venv/.stamp-core: .venv/.stamp-installed $(CORE_SRC)
-	@echo "compiling the protocol core (mypyc, about a minute)"
-	@mkdir -p build && $(PY) csrc/build_core.py > build/core.log 2>&1 || { cat build/core.log; exit 1; }
+.venv/.stamp-native: .venv/.stamp-installed $(NATIVE_SRC)
+	@if [ -f .venv/.native-by-install ]; then rm .venv/.native-by-install; else \
+		echo "building the C fast path and the compiled core (mypyc, about a minute)"; \
+		mkdir -p build && $(PY) setup.py -q build_ext --inplace > build/native.log 2>&1 \
+		|| { cat build/native.log; exit 1; }; fi
 	@touch $@
 
 lint: setup
@@ -91,9 +92,10 @@ demo: setup
 bench: setup
 	$(PY) bench/codec.py
 
-# The compiled core lives in .venv; the last two patterns are builds placed beside the
-# sources by older versions of csrc/build_core.py.
+# The last two patterns are builds placed beside the sources by older versions of the
+# build.
 clean:
 	rm -rf .venv build *.egg-info mrc_transport/_fastpath*.so mrc_transport/_fastpath.c
+	rm -rf mrc_transport/_compiled
 	rm -f mrc_transport/_core__mypyc*.so
 	find mrc_transport/protocol -name "*.so" -delete

@@ -10,7 +10,7 @@ child under ``valgrind --tool=callgrind``, collecting only inside one function a
 
 - ``Sender.fill``: new data and resends, planned per burst;
 - ``Sender.sack``: one SACK's bookkeeping (per data packet: SACKs are fewer);
-- ``Connection.receive_data_run``: the receiver's placement of a run of data packets (with
+- ``Connection._data_run``: the receiver's placement of a run of data packets (with
   the C placement, its copy of each payload: ~2 instructions a byte as callgrind counts
   ``rep movs``).
 
@@ -35,7 +35,7 @@ import tempfile
 FUNCTIONS = {
     "Sender.fill": "CPyDef_sender___Sender___fill",
     "Sender.sack": "CPyDef_sender___Sender___sack",
-    "Connection.receive_data_run": "CPyDef_connection___Connection___receive_data_run",
+    "Connection._data_run": "CPyDef_connection___Connection____data_run",
 }
 """What to count, and the compiled core's C function for it (mypyc's naming)."""
 

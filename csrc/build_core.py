@@ -1,4 +1,5 @@
-"""mypyc build of the protocol core: the same Python source, compiled to C extensions.
+"""mypyc build of the protocol core: the same Python source, compiled to C extensions, in
+the package's own build.
 
 The protocol core (mrc_transport/protocol) is typed Python under ``mypy --strict``; mypyc
 compiles exactly that source, so the interpreted modules are the core's pure-Python twin,
@@ -6,31 +7,29 @@ line for line, and ``MRC_PUREPYTHON=1`` runs them (mrc_transport/backend.py). Me
 on the unshaped lab (docs/measurements.md): the compiled core sends 1.55x the packets per
 CPU second of the interpreted one, and ``mrc perf`` went from ~1.06 to ~1.43 Gbit/s.
 
-    python csrc/build_core.py     # what ``make core`` runs
+setup.py builds its extensions with ``BuildExt``, so ``pip install .`` and ``pip wheel .``
+give the C fast path and the compiled core together, as mypy and black ship
+mypyc-compiled wheels, and ``make`` runs the same command in place
+(``python setup.py build_ext --inplace``). mypyc runs only when setup.py is run to build
+(``extensions``), not when pip runs it for the package's metadata.
 
-The build goes to build/core-lib and is installed where compiled packages go, in the
-environment's site-packages (``TARGET``, mrc_transport/backend.py ``COMPILED_DIR``), as a
-tree of the package's shape with a manifest of the sources compiled; the package puts it
-first on its ``__path__`` when the native backend runs. Nothing is placed beside the .py
-files, so the reference stays the reference.
-
-Modules left out: events.py and transmit.py hold frozen dataclasses that other layers
-build through ``frozen.fast_constructor`` (``__class__`` assignment, which native classes
-refuse); compiling wire/frames.py, wire/fast.py or io/batchio.py as well measured no
-faster (their cost is the cffi calls and the objects they build), and frames.py made the
-C codec's decoders slower (they build frames through the same slot-alike classes).
+The extensions go to mrc_transport/_compiled (``COMPILED_DIR``, mrc_transport/backend.py
+reads it), a tree of the package's shape, with a manifest of the sources compiled; the
+package puts it first on its ``__path__`` when the native backend runs. Nothing is placed
+beside the .py files, so the reference stays the reference.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import pathlib
-import shutil
-import sys
-import sysconfig
+from collections.abc import Sequence
+from typing import Any
+
+from setuptools import Extension
+from setuptools.command.build_ext import build_ext
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORE = "mrc_transport/protocol"
@@ -54,72 +53,95 @@ COMPILED = (
     f"{CORE}/endpoint.py",
 )
 """The modules compiled, as paths from the repository root."""
+LEFT_OUT = {
+    f"{CORE}/__init__.py": "puts the compiled build on the package's path first",
+    f"{CORE}/cc/__init__.py": "the same for its package",
+    f"{CORE}/events.py": "frozen dataclasses built by frozen.fast_constructor, whose "
+    "__class__ assignment native classes refuse",
+    f"{CORE}/transmit.py": "the same",
+    f"{CORE}/rxplace.py": "the receive placement's Python twin, which runs only "
+    "interpreted (the native backend places in C)",
+    f"{CORE}/rxfast.py": "the C side of that twin: cffi calls",
+    f"{CORE}/rxstate.py": "the placement state's declaration, classes made from it",
+    f"{CORE}/transitions.py": "an exception class (a native class cannot subclass one) "
+    "and a flag the test suite sets, on a path taken only by a bug",
+}
+"""The core's modules not compiled, and why. Compiling wire/frames.py, wire/fast.py or
+io/batchio.py as well measured no faster (their cost is the cffi calls and the objects
+they build), and frames.py made the C codec's decoders slower (they build frames through
+the same slot-alike classes)."""
 
 GROUP = "mrc_transport._core"
 """The shared library that holds the compiled modules' code (mypyc's group)."""
-TARGET = pathlib.Path(sysconfig.get_path("platlib"), "mrc-transport-core")
-"""mrc_transport/backend.py ``COMPILED_DIR`` (not imported: importing the package selects
-a backend, which may refuse to load without this build)."""
+COMPILED_PACKAGE = "mrc_transport._compiled"
+"""Where each extension goes: ``mrc_transport.protocol.sender`` is built as
+``mrc_transport._compiled.protocol.sender`` (mrc_transport/backend.py ``COMPILED_DIR``),
+the module it still is when imported."""
 MANIFEST = "sources.json"
-"""In ``TARGET``: each compiled source and its SHA-256 (mrc_transport/backend.py reads it)."""
-BUILD_LIB = ROOT / "build" / "core-lib"
+"""In ``COMPILED_PACKAGE``: each compiled source and its SHA-256 (backend.py reads it)."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="compile the protocol core with mypyc")
-    parser.add_argument("--target", type=pathlib.Path, default=TARGET, help="install here")
-    args = parser.parse_args(argv)
+BUILDS = frozenset({"build", "build_ext", "bdist_wheel", "editable_wheel", "install"})
+"""setup.py's commands that build extensions (pip runs bdist_wheel or editable_wheel)."""
+
+
+def extensions(argv: Sequence[str]) -> list[Extension]:
+    """mypyc's extensions of ``COMPILED``, named to be built under ``COMPILED_PACKAGE``,
+    when setup.py's command line ``argv`` builds (none else: mypyc takes a minute)."""
+    if not BUILDS.intersection(argv[1:]):
+        return []
     from mypyc.build import mypycify
-    from setuptools import setup
 
-    os.chdir(ROOT)
-    setup(
-        name="mrc-transport-core",
-        ext_modules=mypycify(list(COMPILED), group_name=GROUP, opt_level="3"),
-        script_args=[
-            "-q",
-            "build_ext",
-            "--build-lib",
-            str(BUILD_LIB),
-            "--build-temp",
-            "build/core",
-        ],
-    )
-    install(BUILD_LIB, args.target)
-    _remove_in_place_builds()
-    print(f"installed the compiled core in {args.target}")
-    return 0
+    BuildExt.sources = manifest()  # the sources as mypyc reads them
+    exts: list[Extension] = mypycify(list(COMPILED), group_name=GROUP, opt_level="3")
+    for ext in exts:
+        ext.name = COMPILED_PACKAGE + ext.name.removeprefix("mrc_transport")
+    return exts
 
 
-def install(built: pathlib.Path, target: pathlib.Path) -> None:
-    """Put the extensions built under ``built`` in ``target``, in their package folders,
-    with the manifest of the sources they were compiled from. The old tree is replaced
-    by renames, never rewritten: a running process may have its files mapped."""
-    staging = target.with_name(target.name + ".new")
-    shutil.rmtree(staging, ignore_errors=True)
-    for so in built.rglob("*.so"):
-        dest = staging / so.relative_to(built)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(so, dest)
+def manifest() -> str:
+    """Each compiled source and the SHA-256 of its text now."""
     digests = {src: hashlib.sha256((ROOT / src).read_bytes()).hexdigest() for src in COMPILED}
-    (staging / MANIFEST).write_text(json.dumps(digests, indent=1) + "\n")
-    old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    return json.dumps(digests, indent=1) + "\n"
 
 
-def _remove_in_place_builds() -> None:
-    """Builds before this layout placed the extensions beside the sources, where Python
-    would prefer them to the .py files whatever the switch says."""
-    for path in COMPILED:
-        for stale in (ROOT / path).parent.glob(pathlib.Path(path).stem + ".*.so"):
-            stale.unlink()
-    for stale in (ROOT / "mrc_transport").glob("_core__mypyc*.so"):
-        stale.unlink()
+class BuildExt(build_ext):
+    """setuptools' build_ext, and the compiled core's manifest beside its extensions."""
 
+    sources = ""
+    """``manifest()`` as ``extensions`` compiled them (empty: no core in this build)."""
 
-if __name__ == "__main__":
-    sys.exit(main())
+    def run(self) -> None:
+        super().run()
+        places = [pathlib.Path(self.build_lib)] + ([ROOT] if self.inplace else [])
+        for place in places if self.sources else []:
+            folder = place.joinpath(*COMPILED_PACKAGE.split("."))
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / MANIFEST).write_text(self.sources)
+        if self.inplace:
+            self._remove_stale()
+
+    def copy_file(self, infile: Any, outfile: Any, *args: Any, **kwargs: Any) -> Any:
+        """Replace, never rewrite in place: a running process may have the old file
+        mapped (the in-place copies of ``--inplace`` and editable installs). The folders
+        of ``COMPILED_PACKAGE`` are no packages of the source tree: made here."""
+        if os.path.isfile(outfile):
+            os.unlink(outfile)
+        os.makedirs(os.path.dirname(outfile) or ".", exist_ok=True)
+        return super().copy_file(infile, outfile, *args, **kwargs)
+
+    def _remove_stale(self) -> None:
+        """Extensions in the source tree that this build did not make: Python could
+        import them instead (an older build of the C fast path, a module no longer
+        compiled, the core built beside its sources by earlier versions of this file)."""
+        made = {pathlib.Path(p).resolve() for p in self.get_output_mapping().values()}
+        package = ROOT / "mrc_transport"
+        for pattern in (
+            "_fastpath*.so",
+            "_core__mypyc*.so",
+            "protocol/**/*.so",
+            "_compiled/**/*.so",
+        ):
+            for stale in package.glob(pattern):
+                if stale.resolve() not in made:
+                    stale.unlink()

@@ -306,30 +306,9 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
 #define MRC_MSG_OPEN 1      /* segments missing */
 #define MRC_MSG_DONE 2      /* complete, an earlier message is not */
 #define MRC_MSG_DELIVERED 3 /* delivered in order: the core takes it out of the table */
-struct mrc_rx_msg {
-    int64_t msn;
-    char *buf;       /* len bytes: the core's buffer for it */
-    uint8_t *placed; /* one flag per segment */
-    uint64_t len;
-    uint64_t missing; /* segments not placed yet */
-    uint64_t state;
-};
 
-/* What the placement counted (the core adds them to its counters and zeroes them). */
-struct mrc_rx_counts {
-    uint64_t packets, data, bytes, ce, dup_packets, inconsistent_header, bad_segment,
-        msn_out_of_window, dup_segment, messages;
-};
-
-#define MRC_RX_MAX_DELIVERED 64
-#define MRC_RX_SPARES 8 /* receiver.py SPARE_BUFFERS */
-
-/* A recycled message buffer and flags for its segments. */
-struct mrc_rx_spare {
-    char *buf;
-    uint8_t *placed;
-    uint64_t len;
-};
+#define MRC_RX_MAX_DELIVERED 64 /* messages one call may deliver, and open with spares */
+#define MRC_RX_SPARES 8         /* recycled buffers the state keeps */
 
 /* Why mrc_rx_place stopped (before the record it returns, but for MRC_RX_CE). */
 #define MRC_RX_END 0          /* every record handled */
@@ -339,34 +318,69 @@ struct mrc_rx_spare {
 #define MRC_RX_CE 4           /* the record before it came with CE: a SACK echoes it now */
 #define MRC_RX_FULL 5         /* the list of delivered messages is full */
 
-/* One connection's receiving state, shared by the core (protocol/rxplace.py) and C.
- * PSNs and MSNs are expanded to 64 bits, as the core keeps them. */
-struct mrc_rx_state {
-    /* configuration */
-    uint64_t seg_size, mss, max_message, reorder_window, msn_window, sack_every_bytes;
-    double ack_delay;
-    uint64_t ooo_mask;  /* ooo has ooo_mask + 1 >= reorder_window entries */
-    uint64_t msg_mask;  /* msgs has msg_mask + 1 >= msn_window slots */
-    uint8_t *ooo;       /* 1: that PSN (mod the size) arrived above cum */
-    struct mrc_rx_msg *msgs;
-    /* Receiver's state */
-    int64_t cum, highest, next_msn;
-    uint64_t ooo_count, since_sack, held;
-    double ack_deadline; /* inf: none */
-    uint64_t trig_ev, trig_ts, trig_has_ts;
-    /* what a call did, for the core: read together and zeroed (rxfast.py take) */
-    uint64_t why;
-    uint64_t sacks;     /* data packets that made a SACK due (not those with CE) */
-    uint64_t n_delivered;
-    uint64_t n_opened;
-    struct mrc_rx_counts counts;
-    uint32_t delivered[MRC_RX_MAX_DELIVERED]; /* slots of the messages delivered */
-    uint32_t opened[MRC_RX_MAX_DELIVERED];    /* slots of the messages opened with spares */
-    /* the core's recycled buffers, a stack as its own list (receiver.py _spare): a new
-     * message whose length is the top one's takes it without stopping */
-    uint64_t n_spares;
-    struct mrc_rx_spare spares[MRC_RX_SPARES];
+/* The receiving state of one connection, shared by the core and C, and the structs it
+ * holds: declared once, in mrc_transport/protocol/rxstate.py, whose text this is. The
+ * members from why to messages are what the calls did, which the core reads together
+ * and zeroes (rxfast.py take); PSNs and MSNs are expanded to 64 bits, as the core keeps
+ * them. */
+/* BEGIN generated from mrc_transport/protocol/rxstate.py by `python csrc/build.py --header` */
+struct mrc_rx_msg {
+    int64_t msn; /* its MSN */
+    char *buf; /* len bytes: the core's buffer for it */
+    uint8_t *placed; /* one flag per segment */
+    uint64_t len; /* its length, bytes */
+    uint64_t missing; /* segments not placed yet */
+    uint64_t state; /* MRC_MSG_FREE, _OPEN, _DONE or _DELIVERED */
 };
+
+struct mrc_rx_spare {
+    char *buf; /* len bytes */
+    uint8_t *placed; /* flags for its segments */
+    uint64_t len; /* its length, bytes */
+};
+
+struct mrc_rx_state {
+    uint64_t seg_size; /* the peer's segment size */
+    uint64_t mss; /* the longest payload */
+    uint64_t max_message; /* the longest message */
+    uint64_t reorder_window; /* PSNs from cum on that are taken */
+    uint64_t msn_window; /* MSNs from next_msn on that are taken */
+    uint64_t sack_every_bytes; /* new bytes that make a SACK due */
+    double ack_delay; /* longest a SACK waits otherwise, seconds */
+    uint64_t ooo_mask; /* ooo has ooo_mask + 1 >= reorder_window entries */
+    uint64_t msg_mask; /* msgs has msg_mask + 1 >= msn_window slots */
+    uint8_t *ooo; /* 1: that PSN (mod the size) arrived above cum */
+    struct mrc_rx_msg *msgs; /* the messages being placed, by MSN */
+    int64_t cum; /* every PSN below it arrived */
+    int64_t highest; /* the highest PSN that arrived */
+    int64_t next_msn; /* the next message to deliver */
+    uint64_t ooo_count; /* PSNs above cum that arrived */
+    uint64_t since_sack; /* new bytes since the last SACK */
+    uint64_t held; /* bytes delivered that the application holds */
+    double ack_deadline; /* when a delayed SACK is due (inf: none) */
+    uint64_t trig_ev; /* the EV of the latest data packet (SACK's trigger) */
+    uint64_t trig_ts; /* its timestamp */
+    uint64_t trig_has_ts; /* 1 if it carried one */
+    uint64_t why; /* why the latest call stopped: MRC_RX_END ... */
+    uint64_t sacks; /* data packets that made a SACK due (not those with CE) */
+    uint64_t n_delivered; /* messages delivered, their slots in delivered */
+    uint64_t n_opened; /* messages opened with spares, their slots in opened */
+    uint64_t packets; /* data packets taken (placed, duplicate or dropped) */
+    uint64_t data; /* data packets placed */
+    uint64_t bytes; /* payload bytes placed */
+    uint64_t ce; /* data packets placed that came with CE */
+    uint64_t dup_packets; /* data packets whose PSN had arrived */
+    uint64_t inconsistent_header; /* lengths that contradict a limit or the message */
+    uint64_t bad_segment; /* payloads off the message's segment grid */
+    uint64_t msn_out_of_window; /* messages outside the window or delivered */
+    uint64_t dup_segment; /* a new PSN for a segment placed already */
+    uint64_t messages; /* messages delivered */
+    uint32_t delivered[MRC_RX_MAX_DELIVERED]; /* slots of the messages delivered */
+    uint32_t opened[MRC_RX_MAX_DELIVERED]; /* slots of messages opened with spares */
+    uint64_t n_spares; /* spares on the stack */
+    struct mrc_rx_spare spares[MRC_RX_SPARES]; /* the stack, its top last */
+};
+/* END generated */
 
 /* Put a recycled buffer (len bytes at buf, flags for its segments at placed) on top of
  * the spares; 0 when they are full. */

@@ -1,7 +1,8 @@
-/* The receiver's placement of a burst's data packets (protocol/receiver.py, Receiver.place_run)
+/* The receiver's placement of a burst's data packets (protocol/receiver.py, Receiver.receive)
  * in one call: what a NIC's receive path does per packet, the decisions left to the core.
- * Its pure-Python twin is protocol/rxplace.py's place(); tests/unit/test_rx_place.py runs
- * both on the same inputs and compares every field of the state they leave. */
+ * Its pure-Python twin is protocol/rxplace.py's place(), function for function; its state
+ * is declared in protocol/rxstate.py; tests/unit/test_rx_place.py runs both twins on the
+ * same inputs and compares every member of the state they leave. */
 
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@ static int64_t expand32(uint64_t wire, int64_t ref)
     return ref + d;
 }
 
+/* rxplace.py _note: d is the SACK's trigger. */
 static void note(struct mrc_rx_state *st, const struct mrc_rx_data *d)
 {
     st->trig_ev = d->ev;
@@ -33,7 +35,7 @@ static int64_t segment_index(struct mrc_rx_state *st, uint64_t off, uint64_t msg
 {
     uint64_t end = off + n;
     if (n > st->mss || end > msg_len || msg_len > st->max_message) {
-        st->counts.inconsistent_header++;
+        st->inconsistent_header++;
         return -1;
     }
     if (msg_len == 0)
@@ -41,7 +43,7 @@ static int64_t segment_index(struct mrc_rx_state *st, uint64_t off, uint64_t msg
     uint64_t seg = st->seg_size;
     int full = n == seg, last = 0 < n && n < seg && end == msg_len;
     if (off % seg || !(full || last)) {
-        st->counts.bad_segment++;
+        st->bad_segment++;
         return -1;
     }
     return (int64_t)(off / seg);
@@ -78,9 +80,114 @@ static void deliver(struct mrc_rx_state *st)
         m->state = MRC_MSG_DELIVERED;
         st->delivered[st->n_delivered++] = (uint32_t)(st->next_msn & st->msg_mask);
         st->held += m->len;
-        st->counts.messages++;
+        st->messages++;
         st->next_msn++;
     }
+}
+
+#define TAKE_NEXT (-1) /* place_one: the record is taken; go on */
+
+/* rxplace.py _spare_fits: a new message of msg_len bytes can take the top spare into m. */
+static int spare_fits(const struct mrc_rx_state *st, const struct mrc_rx_msg *m, uint64_t msg_len)
+{
+    return st->n_spares && st->spares[st->n_spares - 1].len == msg_len &&
+           st->n_opened < MRC_RX_MAX_DELIVERED && m->state == MRC_MSG_FREE;
+}
+
+/* rxplace.py _open_with_spare: open message msn in its slot with the top spare. */
+static void open_with_spare(struct mrc_rx_state *st, int64_t msn, uint64_t msg_len)
+{
+    struct mrc_rx_spare *sp = &st->spares[--st->n_spares];
+    uint64_t segs = msg_len ? (msg_len + st->seg_size - 1) / st->seg_size : 1;
+    st->opened[st->n_opened++] = (uint32_t)(msn & st->msg_mask);
+    mrc_rx_open(st, msn & st->msg_mask, msn, sp->buf, sp->len, sp->placed, segs);
+}
+
+/* rxplace.py _duplicate: counted, and a SACK due now (with CE: echoing it). */
+static int duplicate(struct mrc_rx_state *st, const struct mrc_rx_data *d)
+{
+    st->dup_packets++;
+    note(st, d);
+    if (d->ce)
+        return MRC_RX_CE;
+    st->sacks++;
+    st->ack_deadline = HUGE_VAL;
+    return TAKE_NEXT;
+}
+
+/* rxplace.py _placed: after n bytes of d (PSN psn) went into m, the counts, the cumulative
+ * PSN, delivery, the trigger, and whether a SACK is due now, later or (CE) echoing it. */
+static int placed(struct mrc_rx_state *st, struct mrc_rx_msg *m, const struct mrc_rx_data *d,
+                  int64_t psn, uint64_t n, double now)
+{
+    st->data++;
+    st->bytes += n;
+    if (d->ce)
+        st->ce++;
+    int gap = mark(st, psn);
+    if (!m->missing) {
+        m->state = MRC_MSG_DONE;
+        deliver(st);
+    }
+    st->since_sack += n;
+    note(st, d);
+    if (d->ce)
+        return MRC_RX_CE; /* the core sends a SACK echoing it now */
+    if (gap || (d->flags & ACK_REQ_FLAG) || st->since_sack >= st->sack_every_bytes) {
+        st->sacks++;
+        st->ack_deadline = HUGE_VAL;
+    } else if (isinf(st->ack_deadline)) {
+        st->ack_deadline = now + st->ack_delay;
+    }
+    return TAKE_NEXT;
+}
+
+/* rxplace.py _place_one: TAKE_NEXT when r is taken, else why to stop (before it, or after
+ * it for CE). A message not yet in the table needs its buffer from the core: that is
+ * decided before any state changes, so the core can open it and call again. */
+static int place_one(struct mrc_rx_state *st, const char *buf, const struct mrc_rx_rec *r,
+                     uint32_t conn, double now)
+{
+    if (r->kind != MRC_RX_DATA || r->dst_conn != conn)
+        return MRC_RX_OTHER_RECORD;
+    if (st->n_delivered >= MRC_RX_MAX_DELIVERED)
+        return MRC_RX_FULL;
+    const struct mrc_rx_data *d = &r->body.data;
+    int64_t psn = expand32(d->psn, st->cum);
+    if (psn >= st->cum + (int64_t)st->reorder_window)
+        return MRC_RX_OUT_OF_WINDOW; /* the core NACKs it: a control packet */
+    int64_t msn = expand32(d->msn, st->next_msn);
+    struct mrc_rx_msg *m = &st->msgs[msn & st->msg_mask];
+    int known = m->state != MRC_MSG_FREE && m->msn == msn;
+    int in_window = st->next_msn <= msn && msn < st->next_msn + (int64_t)st->msn_window;
+    int dup = psn < st->cum || st->ooo[psn & st->ooo_mask];
+    if (!dup && in_window && !known && !spare_fits(st, m, d->msg_len))
+        return MRC_RX_NEW_MESSAGE;
+    st->packets++;
+    if (dup)
+        return duplicate(st, d);
+    uint64_t n = d->payload_len;
+    int64_t index = segment_index(st, d->msg_offset, d->msg_len, n);
+    if (index < 0)
+        return TAKE_NEXT;
+    if (!in_window || m->state == MRC_MSG_DONE) {
+        st->msn_out_of_window++;
+        return TAKE_NEXT;
+    }
+    if (!known) /* a new message: the top spare is its buffer */
+        open_with_spare(st, msn, d->msg_len);
+    if (m->len != d->msg_len) {
+        st->inconsistent_header++;
+        return TAKE_NEXT;
+    }
+    if (m->placed[index]) {
+        st->dup_segment++;
+        return TAKE_NEXT;
+    }
+    memcpy(m->buf + d->msg_offset, buf + d->payload_off, n);
+    m->placed[index] = 1;
+    m->missing--;
+    return placed(st, m, d, psn, n, now);
 }
 
 int mrc_rx_place(struct mrc_rx_state *st, const char *buf, const struct mrc_rx_rec *recs,
@@ -88,96 +195,14 @@ int mrc_rx_place(struct mrc_rx_state *st, const char *buf, const struct mrc_rx_r
 {
     st->why = MRC_RX_END;
     deliver(st); /* what a full list left complete */
-    uint32_t i = from;
-    for (; i < to; i++) {
-        const struct mrc_rx_rec *r = &recs[i];
-        if (r->kind != MRC_RX_DATA || r->dst_conn != conn) {
-            st->why = MRC_RX_OTHER_RECORD;
-            return (int)i;
-        }
-        if (st->n_delivered >= MRC_RX_MAX_DELIVERED) {
-            st->why = MRC_RX_FULL;
-            return (int)i;
-        }
-        const struct mrc_rx_data *d = &r->body.data;
-        int64_t psn = expand32(d->psn, st->cum);
-        if (psn >= st->cum + (int64_t)st->reorder_window) {
-            st->why = MRC_RX_OUT_OF_WINDOW; /* the core NACKs it: a control packet */
-            return (int)i;
-        }
-        /* a message not yet in the table needs its buffer from the core: looked up before
-         * any state changes, so the core can place this packet itself or call again */
-        int64_t msn = expand32(d->msn, st->next_msn);
-        struct mrc_rx_msg *m = &st->msgs[msn & st->msg_mask];
-        int known = m->state != MRC_MSG_FREE && m->msn == msn;
-        int in_window = st->next_msn <= msn && msn < st->next_msn + (int64_t)st->msn_window;
-        int dup = psn < st->cum || st->ooo[psn & st->ooo_mask];
-        int spare = st->n_spares && st->spares[st->n_spares - 1].len == d->msg_len &&
-                    st->n_opened < MRC_RX_MAX_DELIVERED && m->state == MRC_MSG_FREE;
-        if (!dup && in_window && !known && !spare) {
-            st->why = MRC_RX_NEW_MESSAGE;
-            return (int)i;
-        }
-        st->counts.packets++;
-        if (dup) {
-            st->counts.dup_packets++;
-            note(st, d);
-            if (d->ce) {
-                st->why = MRC_RX_CE;
-                return (int)i + 1;
-            }
-            st->sacks++;
-            st->ack_deadline = HUGE_VAL;
-            continue;
-        }
-        uint64_t n = d->payload_len;
-        int64_t index = segment_index(st, d->msg_offset, d->msg_len, n);
-        if (index < 0)
-            continue;
-        if (!in_window || m->state == MRC_MSG_DONE) {
-            st->counts.msn_out_of_window++;
-            continue;
-        }
-        if (!known) { /* a new message: the top spare is its buffer */
-            struct mrc_rx_spare *sp = &st->spares[--st->n_spares];
-            uint64_t segs = d->msg_len ? (d->msg_len + st->seg_size - 1) / st->seg_size : 1;
-            st->opened[st->n_opened++] = (uint32_t)(msn & st->msg_mask);
-            mrc_rx_open(st, msn & st->msg_mask, msn, sp->buf, sp->len, sp->placed, segs);
-        }
-        if (m->len != d->msg_len) {
-            st->counts.inconsistent_header++;
-            continue;
-        }
-        if (m->placed[index]) {
-            st->counts.dup_segment++;
-            continue;
-        }
-        memcpy(m->buf + d->msg_offset, buf + d->payload_off, n);
-        m->placed[index] = 1;
-        m->missing--;
-        st->counts.data++;
-        st->counts.bytes += n;
-        if (d->ce)
-            st->counts.ce++;
-        int gap = mark(st, psn);
-        if (!m->missing) {
-            m->state = MRC_MSG_DONE;
-            deliver(st);
-        }
-        st->since_sack += n;
-        note(st, d);
-        if (d->ce) {
-            st->why = MRC_RX_CE; /* the core sends a SACK echoing it now */
-            return (int)i + 1;
-        }
-        if (gap || (d->flags & ACK_REQ_FLAG) || st->since_sack >= st->sack_every_bytes) {
-            st->sacks++;
-            st->ack_deadline = HUGE_VAL;
-        } else if (isinf(st->ack_deadline)) {
-            st->ack_deadline = now + st->ack_delay;
+    for (uint32_t i = from; i < to; i++) {
+        int why = place_one(st, buf, &recs[i], conn, now);
+        if (why != TAKE_NEXT) {
+            st->why = (uint64_t)why;
+            return why == MRC_RX_CE ? (int)i + 1 : (int)i;
         }
     }
-    return (int)i;
+    return (int)to;
 }
 
 void mrc_rx_open(struct mrc_rx_state *st, uint64_t slot, int64_t msn, char *buf, uint64_t len,

@@ -13,12 +13,13 @@
 Every part with two implementations asks ``FASTPATH`` or ``COMPILED_CORE`` here (msgpack's
 ``__init__.py`` pattern, one place instead of one per module).
 
-The compiled core is not beside its sources: csrc/build_core.py installs mypyc's build
-into ``COMPILED_DIR``, in the environment's site-packages, as a tree of the package's own
-shape (``mrc_transport/_core__mypyc*.so``, ``mrc_transport/protocol/sender*.so`` ...).
-Each package with compiled modules puts its folder of that tree first on its
-``__path__`` (``extend_path``, as ``pkgutil.extend_path``), so its compiled modules are
-found before their sources; with the reference selected nothing is added.
+The compiled core is not beside its sources: the package's build (setup.py,
+csrc/build_core.py) puts mypyc's extensions in ``COMPILED_DIR``, a tree of the package's
+own shape inside it (``_compiled/_core__mypyc*.so``, ``_compiled/protocol/sender*.so``
+...), in a wheel as in a checkout built in place. Each package with compiled modules puts
+its folder of that tree first on its ``__path__`` (``extend_path``, as
+``pkgutil.extend_path``), so its compiled modules are found before their sources; with
+the reference selected nothing is added.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import importlib
 import json
 import os
 import pathlib
-import sysconfig
 import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Final, Literal
@@ -36,9 +36,9 @@ from typing import Final, Literal
 Mode = Literal["auto", "python", "native"]
 
 SWITCH: Final = "MRC_PUREPYTHON"
-COMPILED_DIR: Final = pathlib.Path(sysconfig.get_path("platlib"), "mrc-transport-core")
-"""Where csrc/build_core.py installs the compiled protocol core (and ``make clean``, which
-removes the venv, removes it)."""
+COMPILED_DIR: Final = pathlib.Path(__file__).resolve().parent / "_compiled"
+"""Where the package's build puts the compiled protocol core (csrc/build_core.py
+``COMPILED_PACKAGE``): the package ``mrc_transport``'s folder of its tree."""
 MANIFEST: Final = "sources.json"
 """In ``COMPILED_DIR``: each compiled source, as a path from the repository root, and the
 SHA-256 of the text it was compiled from."""
@@ -61,18 +61,21 @@ def fastpath_missing() -> str | None:
     try:
         importlib.import_module("mrc_transport._fastpath")
     except ImportError as exc:
-        return f"the C fast path does not import ({exc}; `make fastpath` builds it)"
+        return f"the C fast path does not import ({exc}; `make` or `pip install .` builds it)"
     return None
 
 
 def core_missing(compiled_dir: pathlib.Path = COMPILED_DIR) -> str | None:
-    """Why the compiled core cannot be used, or None when it is installed."""
-    group = compiled_dir.joinpath(*GROUP.split("."))
+    """Why the compiled core cannot be used, or None when it is built."""
+    group = compiled_dir.joinpath(*GROUP.split(".")[1:])
     if (compiled_dir / MANIFEST).exists() and any(
         group.with_name(group.name + suffix).exists() for suffix in EXTENSION_SUFFIXES
     ):
         return None
-    return f"the compiled protocol core is not installed in {compiled_dir} (`make core`)"
+    return (
+        f"the compiled protocol core is not built in {compiled_dir} "
+        "(`make` or `pip install .` builds it)"
+    )
 
 
 def choose(
@@ -113,7 +116,7 @@ def extend_path(path: list[str], name: str) -> list[str]:
     """Package ``name``'s ``__path__`` with its folder of the compiled core first, when
     the compiled core runs (else ``path`` itself): ``__path__ = extend_path(__path__,
     __name__)`` at the top of the package's ``__init__``, before it imports a module."""
-    folder = COMPILED_DIR.joinpath(*name.split("."))
+    folder = COMPILED_DIR.joinpath(*name.split(".")[1:])
     if not COMPILED_CORE or not folder.is_dir():
         return path
     return [str(folder), *path]

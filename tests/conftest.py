@@ -1,7 +1,8 @@
 """Suite-wide hooks. With MRC_REQUIRE_LAB=1 (CI), a `lab` test that would skip (not root,
 no network namespaces) FAILS instead, so a green run proves the lab tests really ran. When
 the compiled protocol core runs, the session refuses to start if it was built from other
-sources than those under test."""
+sources than those under test. An illegal transition of a state machine of the core
+raises for the whole session (protocol/transitions.py), instead of being only counted."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from types import FrameType
 import pytest
 
 from mrc_transport import backend
+from mrc_transport.protocol import transitions
 
 REQUIRE_LAB_ENV = "MRC_REQUIRE_LAB"
 
@@ -26,11 +28,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # fixture teardowns, leaving a lab's namespaces behind; as Ctrl-C, the lab fixtures'
     # finally blocks run and `lab down` removes them.
     signal.signal(signal.SIGTERM, _interrupt)
+    transitions.STRICT = True
     # once per session, not on every import: it reads every compiled source
     stale = backend.stale_sources() if backend.COMPILED_CORE else []
     if stale:
         raise pytest.UsageError(
-            f"the compiled protocol core is older than {', '.join(stale)}: `make core` "
+            f"the compiled protocol core is older than {', '.join(stale)}: `make` "
             "rebuilds it (MRC_PUREPYTHON=1 tests the source as it is)"
         )
 

@@ -16,6 +16,7 @@ from .transmit import Transmit
 
 COMPILED = not str(_sender.__file__).endswith(".py")
 """Whether the core running is mypyc's build of these modules (csrc/build_core.py) rather
-than their source: ``make core`` builds it, ``MRC_PUREPYTHON=1`` forces the source."""
+than their source: the package's build (setup.py) makes it, ``MRC_PUREPYTHON=1`` forces
+the source."""
 
 __all__ = ["COMPILED", "Config", "ConnState", "Connection", "Endpoint", "Transmit"]

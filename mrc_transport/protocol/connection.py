@@ -2,7 +2,10 @@
 
 It does no IO and reads no clock. The owner feeds it packets with ``receive(packet, now)``,
 asks for packets with ``datagrams_to_send(now)``, runs ``handle_timer(now)`` when
-``get_timer()`` says, and drains ``next_event()``.
+``get_timer()`` says, and drains ``next_event()``. ``receive`` is the one way in: the
+endpoint hands it the bulk of its traffic, a burst's data packets and SACKs, as the
+burst decoder's records (``receive_records``, without an object per packet), which is
+also where ``receive`` sends a data packet or SACK, as a burst of one.
 
 Theory of operation (connection states)
 ---------------------------------------
@@ -12,6 +15,8 @@ is established at once; the client is established on SETUP_ACK. ``close()`` wait
 every message sent is acknowledged, then sends CLOSE with the final PSN (retransmitted with
 backoff) and ends on CLOSE_ACK. A CLOSE is acknowledged only once every PSN below its
 final PSN arrived, so no data is lost by a clean close. CLOSE ends both directions.
+``CONN_TRANSITIONS`` spells this out, state by state; an input a state has no entry for
+is counted, and raised under the test suite (transitions.py).
 
 A CLOSED connection (closed, peer closed or failed) drains for ``drain_rtos`` x max(RTO,
 setup_timeout), like QUIC's draining period (RFC 9000 section 10.2): it sends nothing but
@@ -29,17 +34,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from mrc_transport.wire import frames
-from mrc_transport.wire.frames import TRIM_REASONS, Common, Flags, Opcode
-from mrc_transport.wire.records import RxRec
+from mrc_transport.wire.frames import DATA_OPCODES, TRIM_REASONS, Common, Flags, Opcode
+from mrc_transport.wire.records import RX_DATA, RX_SACK, DataField, RxRec, SackField, record_of
 from srv6.path import SrPath
 
-from . import events, rxplace
+from . import events, rxplace, transitions
 from .cc.planes import PlaneWindows
 from .commons import Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
-from .receiver import Payload, Receiver, Verdict
+from .receiver import Receiver
 from .scheduler import make_scheduler
 from .segments import Outgoing, expand_runs
 from .sender import Sender
@@ -60,6 +65,7 @@ class ConnState(enum.Enum):
 class ConnInput(enum.Enum):
     """What moves a connection."""
 
+    SETUP = "setup"
     SETUP_ACK = "setup_ack"
     CLOSE = "close"
     DRAINED = "drained"
@@ -75,19 +81,37 @@ _S, _E, _C, _CS, _X = (
     ConnState.CLOSE_SENT,
     ConnState.CLOSED,
 )
-CONN_TRANSITIONS: dict[tuple[ConnState, ConnInput], ConnState] = {
-    (_S, ConnInput.SETUP_ACK): _E,
-    (_S, ConnInput.GIVE_UP): _X,
-    (_E, ConnInput.CLOSE): _C,
-    (_E, ConnInput.PEER_CLOSE): _X,
-    (_E, ConnInput.GIVE_UP): _X,
-    (_C, ConnInput.DRAINED): _CS,
-    (_C, ConnInput.PEER_CLOSE): _X,
-    (_C, ConnInput.GIVE_UP): _X,
-    (_CS, ConnInput.CLOSE_ACK): _X,
-    (_CS, ConnInput.PEER_CLOSE): _X,
-    (_CS, ConnInput.GIVE_UP): _X,
+CONN_TRANSITIONS: dict[ConnState, dict[ConnInput, ConnState]] = {
+    _S: {
+        ConnInput.SETUP: _E,  # a server's connection, made from the client's SETUP
+        ConnInput.SETUP_ACK: _E,
+        ConnInput.CLOSE: _S,  # closes once established (_close_after_setup)
+        ConnInput.GIVE_UP: _X,
+    },
+    _E: {
+        ConnInput.CLOSE: _C,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _C: {
+        ConnInput.CLOSE: _C,
+        ConnInput.DRAINED: _CS,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _CS: {
+        ConnInput.CLOSE: _CS,
+        ConnInput.CLOSE_ACK: _X,
+        ConnInput.PEER_CLOSE: _X,
+        ConnInput.GIVE_UP: _X,
+    },
+    _X: {
+        ConnInput.CLOSE: _X,
+    },
 }
+"""The connection state table: each state's inputs and the state each leads to (the
+theory of operation above). A peer's packet is an input only where its state has an
+entry (``_allows``); elsewhere it is counted as ``wrong_state``."""
 
 
 class Connection:
@@ -154,10 +178,20 @@ class Connection:
         state = self.state
         return state is ConnState.ESTABLISHED or state is ConnState.CLOSING
 
-    def _move(self, inp: ConnInput, now: float, reason: str = "") -> bool:
-        new = CONN_TRANSITIONS.get((self.state, inp))
+    def _allows(self, inp: ConnInput) -> bool:
+        """Whether the current state has a transition on ``inp``."""
+        return inp in CONN_TRANSITIONS[self.state]
+
+    def _move(self, inp: ConnInput, now: float, reason: str = "") -> None:
+        """Feed ``inp`` to the state table and carry out the effects of the new state."""
+        old = self.state
+        new = CONN_TRANSITIONS[old].get(inp)
         if new is None:
-            return False
+            self.counters.illegal_transitions += 1
+            transitions.illegal("connection", old, inp)
+            return
+        if new is old:
+            return
         self.state = new
         if new is ConnState.CLOSED:
             self._retry_at = math.inf
@@ -166,7 +200,6 @@ class Connection:
             self._drain_len = self.cfg.drain_rtos * max(rto, self.cfg.setup_timeout)
             self._drain_at = now + self._drain_len
             self._events.append(events.ConnectionClosed(now, self.conn, reason or inp.value))
-        return True
 
     # -- public API -----------------------------------------------------------------------
     def send_message(self, data: bytes | bytearray | memoryview, now: float) -> int:
@@ -182,13 +215,44 @@ class Connection:
         self._move(ConnInput.CLOSE, now, "closed")
 
     def receive(self, packet: frames.Packet, now: float) -> None:
-        """Process one packet (its PathHeader carries the EV and ECN as received)."""
+        """The one way in for a packet of this connection (its PathHeader carries the EV
+        and ECN as received). A data packet or SACK goes the way of a burst's records
+        (``receive_records``), as a burst of one; any other packet to its handler."""
+        rec = _as_record(packet)
+        if rec is not None:
+            if not self.receive_records([rec], memoryview(packet.payload), 0, 1, now):
+                self._arrived(packet.path.src)  # for another connection id: counted
+                self.counters.wrong_state += 1
+            return
         self._arrived(packet.path.src)
         handler = _HANDLERS.get(packet.header.common.opcode)
         if handler is None:
             self.counters.wrong_type += 1
             return
         handler(self, packet, now)
+
+    def receive_records(
+        self, recs: Sequence[RxRec], view: memoryview, start: int, stop: int, now: float
+    ) -> int:
+        """``receive`` of a burst's data packets and SACKs as records (wire/records.py;
+        a payload as a view of its place in ``view``), from ``start`` up to ``stop`` or
+        the first record that is not one of this connection's data packets or SACKs;
+        returns its index. The endpoint's path for a burst: the records of a run of data
+        packets go to the placement in one call, without a ``Packet`` per packet."""
+        i = start
+        while i < stop:
+            rec = recs[i]
+            if rec[DataField.DST_CONN] != self.conn:
+                return i
+            kind = rec[DataField.KIND]
+            if kind == RX_DATA:
+                i = self._data_run(recs, view, i, stop, now)
+            elif kind == RX_SACK:
+                self._sack(rec, now)
+                i += 1
+            else:
+                return i
+        return i
 
     def _arrived(self, src: bytes) -> None:
         """Count a packet from the peer's address ``src``; the plane it came over works
@@ -378,10 +442,11 @@ class Connection:
             self._retry_at = math.inf
 
     def _accept(self, h: frames.SetupHeader, now: float) -> None:
-        self._start(h, now)
+        self._start(h, ConnInput.SETUP, now)
         self._control_tx(self._setup_header(Opcode.SETUP_ACK, h.ts))
 
-    def _start(self, h: frames.SetupHeader, now: float) -> None:
+    def _start(self, h: frames.SetupHeader, inp: ConnInput, now: float) -> None:
+        """Established by the peer's SETUP (a server) or SETUP_ACK (a client) ``h``."""
         self.commons.peer(h.common.src_conn)
         self.sender.peer_rwnd = h.rwnd
         # both sides cut messages at min(our mss, peer's mtu): the same grid both ways
@@ -395,7 +460,7 @@ class Connection:
             self.commons,
             self.sender.mss,
         )
-        self.state = ConnState.ESTABLISHED
+        self._move(inp, now)
         self._events.append(events.ConnectionEstablished(now, self.conn, self.peer_conn))
         if self._close_after_setup:
             self._move(ConnInput.CLOSE, now)
@@ -411,73 +476,38 @@ class Connection:
 
     def _on_setup_ack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
-        if not isinstance(h, frames.SetupHeader) or self.state is not ConnState.SETUP_SENT:
+        if not isinstance(h, frames.SetupHeader) or not self._allows(ConnInput.SETUP_ACK):
             self.counters.wrong_state += 1
             return
         self._retry_at, self._retry_count = math.inf, 0
-        self._start(h, now)
+        self._start(h, ConnInput.SETUP_ACK, now)
         if h.common.flags & Flags.TS and h.ts == self._retry_ts:
             rtt = max(now - h.ts / 1e9, 0.0)
             self.sender.rtt_sample(rtt, data=False)
             self.cc.on_rtt_sample(rtt)
 
     def _on_data(self, packet: frames.Packet, now: float) -> None:
+        """A data packet ``receive`` did not take as a record: its header is not a data
+        header, or a switch trimmed it."""
         h = packet.header
-        if not isinstance(h, frames.DataHeader):
+        reason = TRIM_REASONS.get(packet.path.dscp)
+        if not isinstance(h, frames.DataHeader) or reason is None:
             self.counters.wrong_state += 1
             return
-        reason = TRIM_REASONS.get(packet.path.dscp)
-        if reason is not None:
-            self._trimmed(h, reason, packet.path.ev, now)
-            return
-        ce = packet.path.ecn == frames.Ecn.CE
-        self._data(
-            int(h.common.flags), h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
-            packet.payload, packet.path.ev, ce, now,
-        )  # fmt: skip
+        self._trimmed(h, reason, packet.path.ev, now)
 
-    def receive_data(
-        self,
-        src: bytes,
-        flags: int,
-        psn32: int,
-        msn32: int,
-        msg_offset: int,
-        msg_len: int,
-        ts: int,
-        payload: Payload,
-        ev: int,
-        ce: bool,
-        now: float,
-    ) -> None:
-        """``receive`` of a data packet given as its fields: its source address, its
-        header's flags and fields, its payload (copied, never kept), the EV it arrived on
-        and its CE mark. What an endpoint calls for the bulk of its traffic, without a
-        ``Packet`` and a ``DataHeader`` built per packet (Endpoint.receive_records; the
-        fields in the order of a data record, wire/records.py)."""
-        self._arrived(src)
-        self._data(flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now)
-
-    def receive_data_run(
-        self,
-        recs: Sequence[RxRec],
-        view: memoryview,
-        start: int,
-        stop: int,
-        now: float,
+    def _data_run(
+        self, recs: Sequence[RxRec], view: memoryview, start: int, stop: int, now: float
     ) -> int:
-        """``receive_data`` of the data records from ``start`` on, up to ``stop`` or the
-        first record that is not one of this connection's data packets, in one placement
-        call (Receiver.place_records); returns where it
-        stopped. Each packet is counted as arrived, as ``receive_data`` does."""
+        """The data records from ``start`` on, up to ``stop`` or the first record that is
+        not one of this connection's data packets, in one placement call
+        (Receiver.receive); returns where it stopped. Each packet is counted as arrived."""
         receiver = self.receiver
         if receiver is None or self.state is ConnState.CLOSED:
-            _, _, src, flags, psn, msn, off, size, ts, at, n, ev, ce = recs[start]
-            self.receive_data(
-                src, flags, psn, msn, off, size, ts, view[at : at + n], ev, ce == 1, now
-            )
+            self._arrived(recs[start][DataField.SRC])
+            self.counters.wrong_state += 1
             return start + 1
-        i = receiver.place_records(recs, view, start, stop, now)
+        i = receiver.receive(recs, view, start, stop, now)
         taken = receiver.take_packets()
         if taken:
             self.counters.packets_received += taken
@@ -490,47 +520,28 @@ class Connection:
         if why == rxplace.CE:  # the packet before i came with CE: its SACK echoes it now
             self._queue_sack(now, True)
         elif why == rxplace.OUT_OF_WINDOW:
-            _, _, src, _, psn, _, _, _, ts, _, _, ev, _ = recs[i]
-            self._arrived(src)
-            self.counters.psn_out_of_window += 1
-            self._nack(psn, frames.NackReason.PSN_OUT_OF_WINDOW, ev, ts)
+            self._out_of_window(recs[i])
             i += 1
         return i
+
+    def _out_of_window(self, rec: RxRec) -> None:
+        """A data packet beyond the reorder window: counted as arrived, NACKed."""
+        self._arrived(rec[DataField.SRC])
+        self.counters.psn_out_of_window += 1
+        self._nack(
+            rec[DataField.PSN], frames.NackReason.PSN_OUT_OF_WINDOW, rec[DataField.EV],
+            rec[DataField.TS],
+        )  # fmt: skip
 
     def _arrived_from(self, recs: Sequence[RxRec], start: int, stop: int) -> None:
         """``_arrived`` of records ``start:stop``, counted already: the reply plane is
         that of the latest one whose source names a plane."""
         peer_plane = self.evs.peer_plane
         for k in range(stop - 1, start - 1, -1):
-            plane = peer_plane.get(recs[k][2])
+            plane = peer_plane.get(recs[k][DataField.SRC])
             if plane is not None:
                 self._reply_plane = plane
                 return
-
-    def _data(
-        self,
-        flags: int,
-        psn32: int,
-        msn32: int,
-        msg_offset: int,
-        msg_len: int,
-        ts: int,
-        payload: Payload,
-        ev: int,
-        ce: bool,
-        now: float,
-    ) -> None:
-        receiver = self.receiver
-        if receiver is None or self.state is ConnState.CLOSED:
-            self.counters.wrong_state += 1
-            return
-        verdict = receiver.on_data(
-            flags, psn32, msn32, msg_offset, msg_len, ts, payload, ev, ce, now
-        )
-        if verdict is Verdict.SACK:
-            self._queue_sack(now, ce)
-        elif verdict is Verdict.NACK:
-            self._nack(psn32, frames.NackReason.PSN_OUT_OF_WINDOW, ev, ts)
 
     def _trimmed(
         self, h: frames.DataHeader, reason: frames.NackReason, ev: int, now: float
@@ -541,7 +552,7 @@ class Connection:
         if receiver is None or self.state is ConnState.CLOSED:
             self.counters.wrong_state += 1
             return
-        if receiver.on_trimmed(h.psn) is Verdict.NACK:
+        if receiver.on_trimmed(h.psn):
             self._nack(h.psn, reason, ev, h.ts)
             lasthop = reason is frames.NackReason.TRIMMED_LASTHOP
             self._events.append(events.TrimmedNacked(now, self.conn, h.psn, ev, lasthop))
@@ -571,46 +582,21 @@ class Connection:
         else:
             self.receiver.owe_sack()
 
-    def _on_sack(self, packet: frames.Packet, now: float) -> None:
-        h = packet.header
-        if not isinstance(h, frames.SackHeader):
-            self.counters.wrong_state += 1
-            return
-        flags = int(h.common.flags)  # int: an IntFlag "&" goes through the enum machinery
-        self._sack(flags, h.cum_psn, h.sack_base, h.bitmap, h.ev, h.ts, h.rwnd, now)
-
-    def receive_sack(
-        self,
-        src: bytes,
-        flags: int,
-        cum_psn: int,
-        sack_base: int,
-        bitmap: int,
-        ev: int,
-        ts: int,
-        rwnd: int,
-        now: float,
-    ) -> None:
-        """``receive`` of a SACK or ACK given as its source address and fields (``ev``: the
-        EV it reflects), as the endpoint's burst decoder reads them (Sender.sack)."""
-        self._arrived(src)
-        self._sack(flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
-
-    def _sack(
-        self,
-        flags: int,
-        cum_psn: int,
-        sack_base: int,
-        bitmap: int,
-        ev: int,
-        ts: int,
-        rwnd: int,
-        now: float,
-    ) -> None:
+    def _sack(self, rec: RxRec, now: float) -> None:
+        """A SACK or ACK record (``SackField``): the sender books it."""
+        self._arrived(rec[SackField.SRC])
         if not self.sending:
             self.counters.wrong_state += 1
             return
-        self.sender.sack(flags, cum_psn, sack_base, bitmap, ev, ts, rwnd, now)
+        self.sender.sack(
+            rec[SackField.FLAGS], rec[SackField.CUM_PSN], rec[SackField.SACK_BASE],
+            rec[SackField.BITMAP], rec[SackField.EV], rec[SackField.TS], rec[SackField.RWND],
+            now,
+        )  # fmt: skip
+
+    def _on_sack(self, packet: frames.Packet, now: float) -> None:
+        """A SACK or ACK ``receive`` did not take as a record: its header is not one."""
+        self.counters.wrong_state += 1
 
     def _on_nack(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
@@ -658,14 +644,16 @@ class Connection:
             longest = self.cfg.setup_timeout * 2**self.cfg.setup_retries
             self._drain_len = max(self._drain_len, min(2 * self._drain_len, longest))
             self._drain_at = now + self._drain_len
-        else:
+        elif self._allows(ConnInput.PEER_CLOSE):
             self._move(ConnInput.PEER_CLOSE, now, "peer closed")
 
     def _on_close_ack(self, packet: frames.Packet, now: float) -> None:
-        if not isinstance(packet.header, frames.CloseHeader) or not self._move(
-            ConnInput.CLOSE_ACK, now, "closed"
+        if not isinstance(packet.header, frames.CloseHeader) or not self._allows(
+            ConnInput.CLOSE_ACK
         ):
             self.counters.wrong_state += 1
+            return
+        self._move(ConnInput.CLOSE_ACK, now, "closed")
 
     # -- probes ---------------------------------------------------------------------------
     def _send_probe(self, ev_value: int, now: float, flags: Flags = Flags.NONE) -> None:
@@ -691,6 +679,21 @@ class Connection:
             self._persist_at = math.inf
         elif self._persist_at == math.inf:
             self._persist_at = now + s.rto
+
+
+def _as_record(packet: frames.Packet) -> RxRec | None:
+    """The record of a data packet (not trimmed) or a SACK, as the burst decoder makes
+    it, its payload at 0 of the packet's own; None for any other packet, and for a
+    header that disagrees with its opcode (its handler counts it)."""
+    h, path = packet.header, packet.path
+    opcode = h.common.opcode
+    if type(h) is frames.DataHeader:
+        if opcode not in DATA_OPCODES or path.dscp in TRIM_REASONS:
+            return None
+    elif type(h) is not frames.SackHeader or opcode not in (Opcode.SACK, Opcode.ACK):
+        return None
+    ce = 1 if path.ecn == frames.Ecn.CE else 0
+    return record_of(h, path.ev, ce, path.src, 0, len(packet.payload))
 
 
 Handler = Callable[[Connection, frames.Packet, float], None]

@@ -96,6 +96,9 @@ class ConnCounters:
     """Packets that make no sense in the connection's state."""
     close_early: int = 0
     """CLOSEs received before every PSN below final_psn arrived."""
+    illegal_transitions: int = 0
+    """Inputs the connection's state had no transition for: a bug of the core, raised
+    under the test suite (protocol/transitions.py)."""
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from mrc_transport.wire import frames
-from mrc_transport.wire.records import RX_DATA, RX_OTHER, RxRec
+from mrc_transport.wire.records import RX_OTHER, DataField, RxRec
 from srv6.path import SrPath
 
 from . import events
@@ -104,30 +104,22 @@ class Endpoint:
         stop: int,
     ) -> int:
         """``receive`` of records ``start`` to ``stop`` of a received burst, in order:
-        data packets (``Connection.receive_data``, a payload as a view of its slot in
-        ``view``) and SACKs (``Connection.receive_sack``) as their fields, without an
-        object per packet; stops at the first record of another kind and returns its
-        index (``stop`` if none), for the caller to decode. One compiled loop: a call per
-        packet from the IO layer's Python, with its 12 arguments, cost more than the
-        loop's work. Each kind's record is unpacked in its layout (wire/records.py),
-        which lists the fields in the order the connection takes them. A run of data
-        packets of one connection goes to it whole (``Connection.receive_data_run``)."""
+        data packets (a payload as a view of its slot in ``view``) and SACKs as their
+        fields, each run of one connection's records handed to it whole
+        (``Connection.receive_records``), without an object per packet; stops at the
+        first record of another kind and returns its index (``stop`` if none), for the
+        caller to decode. One compiled loop: a call per packet from the IO layer's
+        Python, with its 12 arguments, cost more than the loop's work."""
         i = start
         while i < stop:
             rec = recs[i]
-            kind = rec[0]
-            if kind == RX_OTHER:
+            if rec[DataField.KIND] == RX_OTHER:
                 return i
-            conn = self._connection(rec[1])
+            conn = self._connection(rec[DataField.DST_CONN])
             if conn is None:
                 i += 1
                 continue
-            if kind == RX_DATA:
-                i = conn.receive_data_run(recs, view, i, stop, now)
-                continue
-            _, _, src, flags, cum_psn, base, bitmap, ev, ts, rwnd, _, _, _ = rec  # RX_SACK
-            conn.receive_sack(src, flags, cum_psn, base, bitmap, ev, ts, rwnd, now)
-            i += 1
+            i = conn.receive_records(recs, view, i, stop, now)
         return stop
 
     def _on_setup(self, packet: frames.Packet, h: frames.SetupHeader, now: float) -> None:

@@ -6,8 +6,11 @@ A connection holds ``ev_count`` active EVs spread equally over the planes, each 
 random to one SRv6 path of its plane (senders do not coordinate; paper section "Paths and
 entropy values"), plus ``ev_backup`` backup EVs. The random map is balanced (each path of
 a plane gets the same number of EVs, +-1: ours), so spraying loads paths equally. Only
-active EVs in state GOOD carry data ("usable"). Each EV moves through the table below; an
-input with no entry leaves the state unchanged.
+active EVs in state GOOD carry data ("usable"). Each EV moves through ``TRANSITIONS``
+(state -> {input: next state}, as h11's ``_state.py``), which lists every input a state
+may meet, the ones it ignores included (evidence about a path that arrives after its EV
+was retired or denied): an input with no entry is a bug of the core, counted and raised
+under the test suite (transitions.py).
 
 - An ECN echo or a trimmed-packet NACK means "this path is busier than the others": the EV
   is skipped for one rotation of the active set (SKIP), then GOOD again.
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 
 from srv6.path import SrPath
 
-from . import events
+from . import events, transitions
 from .config import Config
 
 EV_BIT = 0x8000_0000  # EVs have bit 31 set: the UDP source port is >= 32768 (protocol.md)
@@ -79,24 +82,47 @@ class Role(enum.Enum):
 
 
 G, S, B, D = EvState.GOOD, EvState.SKIP, EvState.ASSUMED_BAD, EvState.DENIED
-TRANSITIONS: dict[tuple[EvState, EvInput], EvState] = {
-    (G, EvInput.ECN): S,
-    (G, EvInput.TRIMMED): S,
-    (G, EvInput.LOSS): B,
-    (G, EvInput.TIMEOUT): B,
-    (G, EvInput.UNREACHABLE): B,
-    (G, EvInput.DENY): D,
-    (S, EvInput.ECN): S,
-    (S, EvInput.TRIMMED): S,
-    (S, EvInput.ROTATION): G,
-    (S, EvInput.LOSS): B,
-    (S, EvInput.TIMEOUT): B,
-    (S, EvInput.UNREACHABLE): B,
-    (S, EvInput.DENY): D,
-    (B, EvInput.PROBES_ENOUGH): G,
-    (B, EvInput.DENY): D,
-    (D, EvInput.ALLOW): B,
+TRANSITIONS: dict[EvState, dict[EvInput, EvState]] = {
+    G: {
+        EvInput.ECN: S,
+        EvInput.TRIMMED: S,
+        EvInput.LOSS: B,
+        EvInput.TIMEOUT: B,
+        EvInput.UNREACHABLE: B,
+        EvInput.DENY: D,
+        EvInput.ALLOW: G,  # not denied: nothing to undo
+    },
+    S: {
+        EvInput.ECN: S,  # skipped again: the rotation it waits for starts over
+        EvInput.TRIMMED: S,
+        EvInput.ROTATION: G,
+        EvInput.LOSS: B,
+        EvInput.TIMEOUT: B,
+        EvInput.UNREACHABLE: B,
+        EvInput.DENY: D,
+        EvInput.ALLOW: S,
+    },
+    B: {  # retired: late evidence about the path changes nothing; probes readmit it
+        EvInput.ECN: B,
+        EvInput.TRIMMED: B,
+        EvInput.LOSS: B,
+        EvInput.TIMEOUT: B,
+        EvInput.UNREACHABLE: B,
+        EvInput.PROBES_ENOUGH: G,
+        EvInput.DENY: D,
+        EvInput.ALLOW: B,
+    },
+    D: {  # denied: nothing but ALLOW moves it, then it is probed like a retired EV
+        EvInput.ECN: D,
+        EvInput.TRIMMED: D,
+        EvInput.LOSS: D,
+        EvInput.TIMEOUT: D,
+        EvInput.UNREACHABLE: D,
+        EvInput.DENY: D,
+        EvInput.ALLOW: B,
+    },
 }
+"""The EV state table: each state's inputs and the state each leads to."""
 RETIRING = frozenset({EvInput.LOSS, EvInput.TIMEOUT, EvInput.UNREACHABLE})
 
 
@@ -212,6 +238,8 @@ class EvSet:
         self._sent_in_rotation = 0
         self._ctl = 0
         self.floor_held = 0
+        self.illegal_transitions = 0
+        """Inputs an EV's state had no transition for (transitions.py)."""
         self.base_rtt = cfg.initial_rtt
         self.srtt = cfg.initial_rtt
         """Smoothed RTT (``on_rtt_sample`` keeps both up to date)."""
@@ -272,15 +300,18 @@ class EvSet:
     # -- the state table ----------------------------------------------------------------
     def apply(self, ev: Ev, inp: EvInput, now: float, reason: str = "") -> None:
         """Feed one input to one EV's state machine and carry out the effects."""
-        new = TRANSITIONS.get((ev.state, inp))
+        new = TRANSITIONS[ev.state].get(inp)
         if new is None:
+            self.illegal_transitions += 1
+            transitions.illegal("EV", ev.state, inp)
+            return
+        if new is ev.state:  # ignored, but ECN or a trim on a SKIP EV restarts its skip
+            if new is EvState.SKIP and inp is not EvInput.ALLOW:
+                ev.skip_until = self.rotation + self.cfg.skip_rotations
             return
         floor = self.cfg.ev_min_active
         if inp in RETIRING and ev.role is Role.ACTIVE and len(self.usable) <= floor:
             self.floor_held += 1
-            return
-        if new is ev.state:
-            ev.skip_until = self.rotation + self.cfg.skip_rotations
             return
         old, ev.state = ev.state, new
         self._leave(ev, old)

@@ -26,7 +26,6 @@ allocated whole anyway and it could otherwise never complete.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -34,42 +33,34 @@ from typing import Any, Final
 from mrc_transport import backend
 from mrc_transport.frozen import fast_constructor
 from mrc_transport.wire import frames
-from mrc_transport.wire.burst import CRecords
 from mrc_transport.wire.frames import Opcode
-from mrc_transport.wire.records import RX_DATA, RxRec
+from mrc_transport.wire.records import DataField, RxRec
 
 from . import events, rxplace
 from .commons import ECN_ECHO, TS, Commons
 from .config import Config
 from .counters import ConnCounters
+from .rxstate import RxTaken
 from .serial import MASK32, expand
 
 SACK_BITMAP_BITS: Final = frames.SACK_BITMAP_BITS
-Payload = bytes | bytearray | memoryview
-"""A data packet's payload: copied into its message's buffer, never kept."""
 _new_sack_header: Final = fast_constructor(
     frames.SackHeader
 )  # one per SACK: without the frozen __init__
 _new_message_received: Final = fast_constructor(events.MessageReceived)  # one per message
 
 
-class Verdict(enum.Enum):
-    """What the connection should do after a data packet."""
-
-    DROP = "drop"
-    DELAY = "delay"
-    SACK = "sack"
-    NACK = "nack"
-
-
 class Receiver:
     """Receiving state of one connection.
 
-    The per-packet state (cumulative PSN, out-of-order set, the messages being placed, the
-    trigger, the counts) lives in the placement's state (rxplace.py ``RxState``, or the C
-    struct of rxfast.py when the C fast path is built), which ``place_run`` hands a run of
-    a burst's data packets to, one call for the run; the receiver keeps what needs
-    Python: the buffers, delivery events, NACKs, SACKs and the window."""
+    Data packets come in one way, ``receive``: records of a burst (wire/records.py), a
+    single packet being a burst of one. The per-packet state (cumulative PSN,
+    out-of-order set, the messages being placed, the trigger, the counts) lives in the
+    placement's state (protocol/rxstate.py), kept by one of two twins with the same
+    methods: rxfast.py's ``CRxState`` (the C placement) when the C fast path is built,
+    else rxplace.py's ``RxState``; ``receive`` hands it a run of a burst's data packets,
+    one call for the run. The receiver keeps what needs Python: the buffers, delivery
+    events, NACKs, SACKs and the window."""
 
     def __init__(
         self,
@@ -89,23 +80,19 @@ class Receiver:
             self.seg_size, cfg.mss, cfg.max_message, cfg.reorder_window, cfg.msn_window,
             cfg.sack_every_bytes, cfg.ack_delay, initial_psn,
         )  # fmt: skip
-        self._c = backend.FASTPATH
-        if self._c:
+        if backend.FASTPATH:
             from . import rxfast
 
             self._st: Any = rxfast.CRxState(*args)
-            self.s: Any = self._st.c
-            """The placement's fields (the C struct itself, or the ``RxState``)."""
-            self._place: Any = rxfast.place
-            self._one = rxfast.OneRecord()
         else:
-            self._st = self.s = rxplace.RxState(*args)
-            self._place = rxplace.place
+            self._st = rxplace.RxState(*args)
+        self.s: Any = self._st.fields
+        """The placement state's members (the C struct itself, or the ``RxState``)."""
         self._msg_mask = int(self.s.msg_mask)
         self._bufs: list[bytearray | None] = [None] * (self._msg_mask + 1)
         """Each table slot's message buffer (``_open``)."""
         self.why = rxplace.END
-        """Why the latest ``place_run`` stopped (rxplace.py)."""
+        """Why the latest ``receive`` stopped (rxplace.py)."""
         self._packets = 0
         self._sacks = 0
         self.advertised = cfg.rcvbuf
@@ -144,95 +131,46 @@ class Receiver:
         return max(0, self.cfg.rcvbuf - int(self.s.held))
 
     # -- data packets ---------------------------------------------------------------------
-    def on_data(
-        self,
-        flags: int,
-        psn32: int,
-        msn32: int,
-        msg_offset: int,
-        msg_len: int,
-        ts: int,
-        payload: Payload,
-        ev: int,
-        ce: bool,
-        now: float,
-    ) -> Verdict:
-        """Place one data packet, given as its header's fields (``flags`` as an int), its
-        payload, which is copied to its place, the EV it arrived on and its CE mark; say
-        whether to SACK now: ``place_run`` of a run of one."""
-        rec: RxRec = (
-            RX_DATA, self.conn, b"", flags, psn32, msn32, msg_offset, msg_len, ts, 0,
-            len(payload), ev, 1 if ce else 0,
-        )  # fmt: skip
-        placed, one = self.counters.data_received, [rec]
-        if self._c:
-            buf, recs = self._one.put(rec, payload)
-            self.place_run(buf, recs, one, 0, 1, now)
-        else:
-            self.place_run(payload, one, one, 0, 1, now)
-        self.take_packets()  # the connection counted it as it arrived
-        sacks = self.take_sacks()  # the caller queues this one SACK
-        if self.why == rxplace.OUT_OF_WINDOW:
-            self.counters.psn_out_of_window += 1
-            return Verdict.NACK
-        if self.why == rxplace.CE or sacks:
-            return Verdict.SACK
-        return Verdict.DELAY if self.counters.data_received > placed else Verdict.DROP
-
-    def place_run(
-        self, buf: Any, recs: Any, py_recs: Sequence[RxRec], start: int, stop: int, now: float
+    def receive(
+        self, recs: Sequence[RxRec], view: memoryview, start: int, stop: int, now: float
     ) -> int:
-        """Place records ``start:stop`` of a burst (``recs`` and ``buf`` as the placement
-        takes them; ``py_recs`` the same records as tuples) up to the first it cannot take
-        whole; that index, ``why`` saying why (rxplace.py). New messages get their
-        buffers here; delivered messages become events."""
+        """Place records ``start:stop`` of a burst (payloads in ``view``; a burst decoded
+        in C as its ``CRecords``) up to the first it cannot take whole; that index,
+        ``why`` saying why (rxplace.py: another record, a PSN beyond the window, CE).
+        New messages get their buffers here; delivered messages become events. Each
+        record taken is counted for ``take_packets``, each SACK it made due for
+        ``take_sacks``."""
+        st = self._st
+        buf, placed = st.prepare(recs, view, start, stop)
         i = start
         while True:
-            i = int(self._place(self._st, buf, recs, i, stop, self.conn, now))
-            why, sacks, delivered, opened, *counts = self._st.take()
-            self._sacks += sacks
-            if opened:
-                for slot, msg_buf in self._st.opened_buffers(opened):
+            i = int(st.place(buf, placed, i, stop, self.conn, now))
+            taken: RxTaken = st.take()
+            self._sacks += taken.sacks
+            if taken.n_opened:
+                for slot, msg_buf in st.opened_buffers(taken.n_opened):
                     self._bufs[slot] = msg_buf
-            if delivered:
-                self._deliver(delivered, now)
-            self._count(counts)
+            if taken.n_delivered:
+                self._deliver(taken.n_delivered, now)
+            self._count(taken)
+            why = taken.why
             if why == rxplace.FULL:
                 continue
             if why != rxplace.NEW_MESSAGE:
                 self.why = why
                 return i
-            if not self._open(py_recs[i]):
+            if not self._open(recs[i]):
                 self._packets += 1  # dropped, counted: the run goes on after it
                 i += 1
 
-    def place_records(
-        self,
-        recs: Sequence[RxRec],
-        view: memoryview,
-        start: int,
-        stop: int,
-        now: float,
-    ) -> int:
-        """``place_run`` of records ``start:stop`` of a burst: the C placement takes the
-        C records and buffer of a burst decoded in C (``CRecords``) as they are, and a
-        burst decoded in Python packed into C records first; the Python placement takes
-        the records as tuples."""
-        if not self._c:
-            return self.place_run(view, recs, recs, start, stop, now)
-        if isinstance(recs, CRecords):
-            return self.place_run(recs.c_buf, recs.c_recs, recs, start, stop, now)
-        buf, c_recs = self._one.pack(recs, view, start, stop)
-        return self.place_run(buf, c_recs, recs, start, stop, now)
-
     def _open(self, rec: RxRec) -> bool:
         """A buffer in the table for the message of data record ``rec``, unless the
-        packet does not fit the segment grid (dropped and counted, as ``on_data`` did
-        before allocating)."""
-        _, _, _, _, _, msn32, off, msg_len, _, _, n, _, _ = rec
-        if not self._fits(off, msg_len, n):
+        packet does not fit the segment grid (dropped and counted, as the placement
+        counts it)."""
+        msg_len = rec[DataField.MSG_LEN]
+        if not self._fits(rec[DataField.MSG_OFFSET], msg_len, rec[DataField.PAYLOAD_LEN]):
             return False
-        msn = expand(msn32, int(self.s.next_msn))
+        msn = expand(rec[DataField.MSN], int(self.s.next_msn))
         slot = msn & self._msg_mask
         buf = self._buffer(msg_len)
         self._bufs[slot] = buf
@@ -262,23 +200,23 @@ class Receiver:
             self._st.close_message(slot)
             self._emit(_new_message_received(now, self.conn, msn, buf))
 
-    def _count(self, counts: list[int]) -> None:
-        """The placement's counts (struct mrc_rx_counts' order) into the counters."""
-        packets, data, nbytes, ce, dup, inconsistent, bad, msn_out, dup_seg, messages = counts
-        self._packets += packets
-        if not packets:
+    def _count(self, taken: RxTaken) -> None:
+        """The placement's counts into the counters."""
+        self._packets += taken.packets
+        if not taken.packets:
             return
         c = self.counters
-        c.data_received += data
-        c.bytes_received += nbytes
-        c.ce_received += ce
-        c.dup_packets += dup
-        c.messages_received += messages
-        if inconsistent or bad or msn_out or dup_seg:
-            c.inconsistent_header += inconsistent
-            c.bad_segment += bad
-            c.msn_out_of_window += msn_out
-            c.dup_segment += dup_seg
+        c.data_received += taken.data
+        c.bytes_received += taken.bytes
+        c.ce_received += taken.ce
+        c.dup_packets += taken.dup_packets
+        c.messages_received += taken.messages
+        if taken.inconsistent_header or taken.bad_segment:
+            c.inconsistent_header += taken.inconsistent_header
+            c.bad_segment += taken.bad_segment
+        if taken.msn_out_of_window or taken.dup_segment:
+            c.msn_out_of_window += taken.msn_out_of_window
+            c.dup_segment += taken.dup_segment
 
     def take_packets(self) -> int:
         """Data packets the placement took since the last call (the connection counts
@@ -291,9 +229,10 @@ class Receiver:
         n, self._sacks = self._sacks, 0
         return n
 
-    def on_trimmed(self, psn32: int) -> Verdict:
+    def on_trimmed(self, psn32: int) -> bool:
         """A stub of a data packet a switch trimmed (its payload cut, its DSCP set to a
-        trimmed class): NACK it unless its PSN is here already or outside the window,
+        trimmed class): whether to NACK it, as it is unless its PSN is here already or
+        outside the window,
         so the sender resends it within about one RTT instead of finding the loss from
         SACK gaps or a timeout (docs/protocol.md, "Trimmed data packets")."""
         s = self.s
@@ -301,9 +240,9 @@ class Receiver:
         psn = expand(psn32, cum)
         if psn < cum or psn >= cum + self.cfg.reorder_window or s.ooo[psn & int(s.ooo_mask)]:
             self.counters.trimmed_ignored += 1
-            return Verdict.DROP
+            return False
         self.counters.trimmed_received += 1
-        return Verdict.NACK
+        return True
 
     def _buffer(self, n: int) -> bytearray:
         """A buffer for a message of n bytes: a recycled one of that size, else a new one.

@@ -1,29 +1,32 @@
-"""The receiver's placement in C (csrc/mrc_rx.c): the state as a cffi struct mrc_rx_state,
-read and written through the same names as rxplace.py's ``RxState``, and ``place`` over
-a burst's C records. Not compiled by mypyc: it is the C side of the twin."""
+"""The receiver's placement in C (csrc/mrc_rx.c): the state as a cffi struct mrc_rx_state
+(protocol/rxstate.py), with the methods of rxplace.py's ``RxState``, the receiver's one
+way to either twin. Not compiled by mypyc: it is the C side of the twin."""
 
 from __future__ import annotations
 
 import math
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from mrc_transport import backend
+from mrc_transport.wire.burst import CRecords
 from mrc_transport.wire.records import RX_REC, RxRec
 
-from .rxplace import MAX_DELIVERED, MSG_FREE, SPARES, ring_size
+from .rxplace import MSG_FREE, ring_size
+from .rxstate import C_CONSTANTS, TAKEN, RxTaken
 
-_TAKE = struct.Struct("=14Q")  # why, sacks, n_delivered, n_opened, struct mrc_rx_counts
-_ZEROS = bytes(_TAKE.size)
-C_BUFFERS = 256  # buffers whose C views push_spare keeps (ours)
+_TAKEN: Final = struct.Struct(f"={len(TAKEN)}Q")
+"""rxstate.py ``TAKEN``: uint64_t members, one after the other in the struct."""
+_ZEROS: Final = bytes(_TAKEN.size)
+C_BUFFERS: Final = 256  # buffers whose C views push_spare keeps (ours)
 
 if backend.FASTPATH:
     from mrc_transport._fastpath import ffi as _ffi
     from mrc_transport._fastpath import lib as _lib
 
-    assert _lib.MRC_RX_MAX_DELIVERED == MAX_DELIVERED
-    assert _lib.MRC_RX_SPARES == SPARES
+    for _name, _value in C_CONSTANTS.items():
+        assert getattr(_lib, _name) == _value, _name
 
 
 class CRxState:
@@ -36,7 +39,8 @@ class CRxState:
     ) -> None:  # fmt: skip
         if not backend.FASTPATH:
             raise RuntimeError("the C fast path is not loaded (MRC_PUREPYTHON=1 or not built)")
-        self.c = c = _ffi.new("struct mrc_rx_state *")
+        self.c = self.fields = c = _ffi.new("struct mrc_rx_state *")
+        """The struct itself (the receiver reads its members here)."""
         self._ooo = _ffi.new("uint8_t[]", ring_size(reorder_window))
         self._msgs = _ffi.new("struct mrc_rx_msg[]", ring_size(msn_window))
         c.seg_size, c.mss, c.max_message = seg_size, mss, max_message
@@ -46,24 +50,48 @@ class CRxState:
         c.ooo, c.msgs = self._ooo, self._msgs
         c.cum, c.highest, c.next_msn = initial_psn, initial_psn - 1, 0
         c.ack_deadline = math.inf
-        self._take = memoryview(_ffi.buffer(_ffi.addressof(c[0], "why"), _TAKE.size))
+        first = TAKEN[0].name
+        self._taken = memoryview(_ffi.buffer(_ffi.addressof(c[0], first), _TAKEN.size))
         self._seg = seg_size
         self._bufs: dict[int, Any] = {}  # slot -> what its message points into
         self._placed: list[Any] = [None] * len(self._msgs)  # each slot's own flags
         self._spares: list[Any] = []  # (bytearray, C buffer, flags) per spare
         self._c_bufs: dict[int, Any] = {}  # id(buffer) -> (buffer, C buffer, flags)
+        self._recs = _ffi.new("struct mrc_rx_rec[]", 1)
+        self._recs_view = memoryview(_ffi.buffer(self._recs))
 
     def __getattr__(self, name: str) -> Any:
-        """The struct's fields, by the names rxplace.py ``RxState`` has (for its twin's
-        tests and the receiver's reads)."""
+        """The struct's members, by the names rxplace.py ``RxState`` has (for the twins'
+        tests)."""
         if name == "c":  # not made yet: no recursion through it
             raise AttributeError(name)
         return getattr(self.c, name)
 
-    def take(self) -> tuple[int, ...]:
-        """``RxState.take``: one read of the struct's outputs and one write of zeros."""
-        out = _TAKE.unpack_from(self._take)
-        self._take[:] = _ZEROS
+    def prepare(
+        self, recs: Sequence[RxRec], view: memoryview, start: int, stop: int
+    ) -> tuple[Any, Any]:
+        """Records ``start:stop`` of a burst and its buffer as ``place`` takes them: the C
+        records and buffer of a burst decoded in C (``CRecords``) as they are; records
+        decoded in Python (a burst, or one packet) packed into C records at the same
+        indexes."""
+        if isinstance(recs, CRecords):
+            return recs.c_buf, recs.c_recs
+        if len(self._recs) < stop:
+            self._recs = _ffi.new("struct mrc_rx_rec[]", stop)
+            self._recs_view = memoryview(_ffi.buffer(self._recs))
+        for i in range(start, stop):
+            RX_REC.pack_into(self._recs_view, i * RX_REC.size, *recs[i])
+        return _ffi.from_buffer(view), self._recs
+
+    def place(self, buf: Any, recs: Any, start: int, stop: int, conn: int, now: float) -> int:
+        """rxplace.py ``place`` in C, of what ``prepare`` made."""
+        return int(_lib.mrc_rx_place(self.c, buf, recs, start, stop, conn, now))
+
+    def take(self) -> RxTaken:
+        """``RxState.take``: one read of the struct's ``TAKEN`` members and one write of
+        zeros."""
+        out = RxTaken(_TAKEN.unpack_from(self._taken))
+        self._taken[:] = _ZEROS
         return out
 
     def open_message(self, slot: int, msn: int, buf: bytearray, segs: int) -> None:
@@ -114,33 +142,3 @@ class CRxState:
         """Free slot ``slot`` (its message delivered), letting go of its buffer."""
         self.c.msgs[slot].state = MSG_FREE
         self._bufs.pop(slot, None)
-
-
-def place(st: CRxState, buf: Any, recs: Any, start: int, stop: int, conn: int, now: float) -> int:
-    """``rxplace.place`` in C: ``recs`` is a C array of struct mrc_rx_rec, ``buf`` the
-    burst's C buffer."""
-    return int(_lib.mrc_rx_place(st.c, buf, recs, start, stop, conn, now))
-
-
-class OneRecord:
-    """One data packet as a C record and its payload as a C buffer: ``place`` of a single
-    packet (the core's per-packet path)."""
-
-    def __init__(self) -> None:
-        self.recs = _ffi.new("struct mrc_rx_rec[]", 1)
-        self._view = memoryview(_ffi.buffer(self.recs))
-
-    def put(self, rec: RxRec, payload: Any) -> tuple[Any, Any]:
-        """The C buffer of ``payload`` and the record (its payload at offset 0)."""
-        RX_REC.pack_into(self._view, 0, *rec)
-        return _ffi.from_buffer(payload), self.recs
-
-    def pack(self, recs: Sequence[RxRec], buf: Any, start: int, stop: int) -> tuple[Any, Any]:
-        """Records ``start:stop`` as C records at the same indexes, and ``buf`` as a C
-        buffer: a burst the IO layer decoded in Python, for the C placement."""
-        if len(self.recs) < stop:
-            self.recs = _ffi.new("struct mrc_rx_rec[]", stop)
-            self._view = memoryview(_ffi.buffer(self.recs))
-        for i in range(start, stop):
-            RX_REC.pack_into(self._view, i * RX_REC.size, *recs[i])
-        return _ffi.from_buffer(buf), self.recs

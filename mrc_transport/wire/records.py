@@ -7,14 +7,14 @@ decoder (wire/burst.py). Plain tuples, not NamedTuples: making a NamedTuple of e
 record cost ~0.9 us more per packet (docs/measurements.md).
 
 Every record starts with its kind, the connection it is for and the source address; the
-rest is the body of its kind, its fields in the order the core takes them:
+rest is the body of its kind. Every reader names the slot it reads (``rec[DataField.PSN]``),
+so a field is added here (its name, its slot) and in the C struct, then read where needed:
 
 * data packet (``RX_DATA``, ``DataField``): flags, psn, msn, msg_offset, msg_len, ts,
   where its payload is in the burst's buffer (offset, length), the EV it arrived on and
-  its CE mark: ``Connection.receive_data``'s arguments, the payload as its place;
+  its CE mark;
 * SACK or ACK (``RX_SACK``, ``SackField``): flags, cumulative PSN, SACK base, bitmap, the
-  EV it reflects, ts, window: ``Connection.receive_sack``'s and ``Sender.sack``'s, and
-  three zero slots;
+  EV it reflects, ts, window (``Sender.sack``'s arguments), and three zero slots;
 * anything else (``RX_OTHER``: other control packets, trimmed stubs, malformed or cut
   datagrams): only its kind, the rest zero (``OTHER_REC``); the endpoint decodes it one
   at a time, which names what is wrong with a bad one (or NACKs a stub).
@@ -27,7 +27,6 @@ ten uint64_t (a C union), so one struct format reads both kinds
 from __future__ import annotations
 
 import struct
-from enum import IntEnum
 from typing import Final
 
 from mrc_transport.wire.frames import DataHeader, Header, SackHeader
@@ -37,41 +36,49 @@ RX_DATA: Final = 1
 RX_SACK: Final = 2
 
 
-class DataField(IntEnum):
-    """Where each field of a data packet's record is (kind ``RX_DATA``)."""
+class DataField:
+    """Where each field of a data packet's record is (kind ``RX_DATA``): ``rec[DataField.PSN]``.
+    Plain ``Final`` ints, not an enum, so mypyc compiles a read to a direct slot of the
+    tuple and the interpreter reads a class attribute."""
 
-    KIND = 0
-    DST_CONN = 1
-    SRC = 2
-    FLAGS = 3
-    PSN = 4
-    MSN = 5
-    MSG_OFFSET = 6
-    MSG_LEN = 7
-    TS = 8
-    PAYLOAD_OFF = 9
+    KIND: Final = 0
+    DST_CONN: Final = 1
+    SRC: Final = 2
+    FLAGS: Final = 3
+    PSN: Final = 4
+    MSN: Final = 5
+    MSG_OFFSET: Final = 6
+    MSG_LEN: Final = 7
+    TS: Final = 8
+    PAYLOAD_OFF: Final = 9
     """The payload is the burst buffer's [PAYLOAD_OFF : PAYLOAD_OFF + PAYLOAD_LEN]."""
-    PAYLOAD_LEN = 10
-    EV = 11
+    PAYLOAD_LEN: Final = 10
+    EV: Final = 11
     """The EV it arrived on: UDP source port << 16 | the flow label's low 16 bits."""
-    CE = 12
+    CE: Final = 12
     """1 when its ECN field says Congestion Experienced (RFC 3168 section 5), else 0."""
 
 
-class SackField(IntEnum):
-    """Where each field of a SACK's or ACK's record is (kind ``RX_SACK``)."""
+class SackField:
+    """Where each field of a SACK's or ACK's record is (kind ``RX_SACK``), as ``DataField``."""
 
-    KIND = 0
-    DST_CONN = 1
-    SRC = 2
-    FLAGS = 3
-    CUM_PSN = 4
-    SACK_BASE = 5
-    BITMAP = 6
-    EV = 7
+    KIND: Final = 0
+    DST_CONN: Final = 1
+    SRC: Final = 2
+    FLAGS: Final = 3
+    CUM_PSN: Final = 4
+    SACK_BASE: Final = 5
+    BITMAP: Final = 6
+    EV: Final = 7
     """The EV the SACK reflects (the one the data packet it answers arrived on)."""
-    TS = 8
-    RWND = 9
+    TS: Final = 8
+    RWND: Final = 9
+
+
+def layout(fields: type) -> dict[str, int]:
+    """``DataField``'s or ``SackField``'s slots: each name in lower case, as the C struct
+    names its member, and its index."""
+    return {name.lower(): i for name, i in vars(fields).items() if name.isupper()}
 
 
 RxRec = tuple[int, int, bytes, int, int, int, int, int, int, int, int, int, int]

@@ -70,8 +70,8 @@ def trace(reference: bool) -> dict[str, object]:
 def test_compiled_core_and_source_agree_event_for_event() -> None:
     if not CORE_BUILT:
         if backend.MODE == "native":
-            pytest.fail("the compiled core is not built (make core)")
-        pytest.skip("the compiled core is not built (make core)")
+            pytest.fail("the compiled core is not built (make)")
+        pytest.skip("the compiled core is not built (make)")
     compiled, source = trace(False), trace(True)
     assert compiled.pop("compiled") is True
     assert source.pop("compiled") is False

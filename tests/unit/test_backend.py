@@ -143,19 +143,34 @@ def test_auto_falls_back_part_by_part_with_one_warning() -> None:
 def test_a_missing_build_is_named(tmp_path: pathlib.Path) -> None:
     why = backend.core_missing(tmp_path)
     assert why is not None
-    assert "`make core`" in why
+    assert "`make`" in why
     (tmp_path / backend.MANIFEST).write_text("{}")
     assert backend.core_missing(tmp_path) is not None  # a manifest alone is no build
-    group = tmp_path / "mrc_transport" / ("_core__mypyc" + EXTENSION_SUFFIXES[0])
-    group.parent.mkdir()
+    group = tmp_path / ("_core__mypyc" + EXTENSION_SUFFIXES[0])  # the package's own folder
     group.write_bytes(b"")
     assert backend.core_missing(tmp_path) is None
 
 
-def test_the_build_installs_where_the_backend_looks() -> None:
+def test_the_build_puts_the_core_where_the_backend_looks() -> None:
     build_core = _build_core()
-    assert build_core.TARGET == backend.COMPILED_DIR
+    package = ROOT.joinpath(*build_core.COMPILED_PACKAGE.split("."))
+    assert package == backend.COMPILED_DIR
     assert build_core.MANIFEST == backend.MANIFEST
     assert build_core.GROUP + "__mypyc" == backend.GROUP
     if CORE_BUILT:
         assert sorted(backend.compiled_sources()) == sorted(build_core.COMPILED)
+
+
+def test_the_build_compiles_every_module_of_the_core_but_those_it_says() -> None:
+    """A new module of the protocol core is compiled unless the build says why not, and
+    setup.py builds the core only for the commands that build (pip asks for metadata
+    first, which must not run mypyc)."""
+    build_core = _build_core()
+    modules = {
+        str(p.relative_to(ROOT)) for p in (ROOT / "mrc_transport" / "protocol").rglob("*.py")
+    }
+    assert set(build_core.COMPILED).isdisjoint(build_core.LEFT_OUT)
+    assert set(build_core.COMPILED) | set(build_core.LEFT_OUT) == modules
+    assert build_core.extensions(["setup.py", "dist_info"]) == []
+    assert {"bdist_wheel", "editable_wheel", "build_ext"} <= build_core.BUILDS
+    assert "build_core.BuildExt" in (ROOT / "setup.py").read_text()

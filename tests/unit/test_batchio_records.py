@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mrc_transport import wire
 from mrc_transport.io import batchio
 from mrc_transport.io.sockets import open_rx
+from mrc_transport.wire import records
 from mrc_transport.wire.frames import (
     DSCP_DATA,
     DSCP_TRIMMED,
@@ -81,7 +82,7 @@ def _meta(n: int, tclass: int = 2, truncated: int = 0) -> RxMeta:
 
 
 def _fields(rec: RxRec, layout: type[DataField] | type[SackField]) -> dict[str, object]:
-    return {field.name.lower(): rec[field] for field in layout}
+    return {name: rec[i] for name, i in records.layout(layout).items()}
 
 
 @pytest.mark.parametrize("make", RECEIVERS, ids=_name)
@@ -126,7 +127,7 @@ def test_records_read_data_packets_and_leave_the_rest(
         "cum_psn": 100, "sack_base": 90, "bitmap": 0b1011, "ev": 0xABCDE, "ts": 999,
         "rwnd": 1 << 20,
     }  # fmt: skip
-    assert recs[2][len(SackField) :] == (0, 0, 0)
+    assert recs[2][len(records.layout(SackField)) :] == (0, 0, 0)
     ack = _fields(recs[3], SackField)
     assert (ack["kind"], ack["flags"], ack["dst_conn"], ack["ts"], ack["bitmap"]) == (
         RX_SACK, 0, 5, 999, 0,
@@ -222,12 +223,12 @@ def test_the_c_record_is_the_documented_layout() -> None:
         where.append(where[-1] + size)
     head = {"kind": (), "dst_conn": (), "src": ()}
     for layout, body in ((DataField, "data"), (SackField, "sack")):
-        for field in layout:
-            name = field.name.lower()
+        for name, i in records.layout(layout).items():
             path = head.get(name, ("body", body))
-            assert ffi.offsetof("struct mrc_rx_rec", *path, name) == where[field], name
-    assert ffi.offsetof("struct mrc_rx_rec", "body", "sack", "unused") == where[len(SackField)]
-    assert len(DataField) == len(RX_REC.unpack(bytes(RX_REC.size)))
+            assert ffi.offsetof("struct mrc_rx_rec", *path, name) == where[i], name
+    unused = len(records.layout(SackField))
+    assert ffi.offsetof("struct mrc_rx_rec", "body", "sack", "unused") == where[unused]
+    assert len(records.layout(DataField)) == len(RX_REC.unpack(bytes(RX_REC.size)))
 
 
 @pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")

@@ -286,3 +286,18 @@ def test_overlapping_segments_never_complete_a_message() -> None:
     fabric.run(fabric.now + 1e-3)
     assert len(b.messages) == n_msgs
     assert server.counters.bad_segment == 2
+
+
+def test_a_packet_for_another_connection_id_is_counted_not_taken() -> None:
+    """Given straight to a connection (the endpoint demultiplexes by id first), a data
+    packet naming another connection goes nowhere but its counters."""
+    fabric, _a, b, client, server = established()
+    assert server.receiver is not None
+    cum, wrong = server.receiver.cum, server.counters.wrong_state
+    arrived = server.counters.packets_received
+    p = data(server)
+    common = dataclasses.replace(p.header.common, dst_conn=server.conn ^ 1)
+    server.receive(dataclasses.replace(p, header=dataclasses.replace(p.header, common=common)), 0)
+    assert (server.receiver.cum, server.counters.wrong_state) == (cum, wrong + 1)
+    assert server.counters.packets_received == arrived + 1
+    still_works(fabric, b, client)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from mrc_transport.protocol import Connection, ConnState, events
+import pytest
+
+from mrc_transport.protocol import Connection, ConnState, events, transitions
+from mrc_transport.protocol.connection import CONN_TRANSITIONS, ConnInput
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Host
@@ -133,3 +136,35 @@ def test_drain_lasts_three_rtos_and_a_late_close_extends_it() -> None:
     fabric.run(t_closed + 1.2 * drain)
     assert server.conn not in b.endpoint.connections
     assert len(closed_events(b)) == 1
+
+
+def test_the_table_lists_what_every_state_may_meet() -> None:
+    """close() is an input of every state; every open state can fail; CLOSED is final."""
+    assert set(CONN_TRANSITIONS) == set(ConnState)
+    assert all(ConnInput.CLOSE in moves for moves in CONN_TRANSITIONS.values())
+    opened = [s for s in ConnState if s is not ConnState.CLOSED]
+    assert all(CONN_TRANSITIONS[s][ConnInput.GIVE_UP] is ConnState.CLOSED for s in opened)
+    assert set(CONN_TRANSITIONS[ConnState.CLOSED].values()) == {ConnState.CLOSED}
+
+
+def test_an_illegal_transition_is_counted_and_raised_under_tests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DRAINED while ESTABLISHED (nothing was closing) is the core's own bug: raised under
+    the suite (tests/conftest.py sets STRICT), counted and ignored by a running endpoint;
+    a peer's CLOSE_ACK out of turn is the peer's doing, counted as wrong_state."""
+    fabric, a, b = pair()
+    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
+    fabric.run(1e-2, lambda: conn.state is ConnState.ESTABLISHED)
+    with pytest.raises(transitions.IllegalTransition, match="ESTABLISHED has no transition"):
+        conn._move(ConnInput.DRAINED, fabric.now)
+    monkeypatch.setattr(transitions, "STRICT", False)  # as an endpoint runs
+    conn._move(ConnInput.DRAINED, fabric.now)
+    assert conn.counters.illegal_transitions == 2
+    assert conn.state is ConnState.ESTABLISHED
+    path = frames.PathHeader(bytes(16), bytes(16))
+    ack = frames.CloseHeader(frames.Common(Opcode.CLOSE_ACK, frames.Flags.NONE, conn.conn, 0), 0)
+    wrong = conn.counters.wrong_state
+    conn.receive(frames.Packet(path, ack, b""), fabric.now)
+    assert conn.counters.wrong_state == wrong + 1
+    assert conn.state is ConnState.ESTABLISHED

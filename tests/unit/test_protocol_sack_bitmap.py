@@ -10,7 +10,8 @@ from mrc_transport.protocol import Config
 from mrc_transport.protocol.commons import TS, Commons
 from mrc_transport.protocol.counters import ConnCounters
 from mrc_transport.protocol.receiver import Receiver
-from mrc_transport.wire.frames import Flags
+from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode
+from mrc_transport.wire.records import record_of
 
 MSS = 100
 CFG = Config(mss=MSS)
@@ -22,8 +23,11 @@ def test_bitmap_marks_exactly_the_psns_received_above_the_cumulative_one(
     offsets: set[int],
 ) -> None:
     rx = Receiver(CFG, ISN, ConnCounters(), lambda e: None, 7, Commons(1, 2))
+    common = Common(Opcode.WRITE_MIDDLE, Flags(TS), 7, 1)
     for off in sorted(offsets, reverse=True):  # out of order: holes stay open longest
-        rx.on_data(TS, ISN + off, 0, off * MSS, 400 * MSS, 5, bytes(MSS), 0, False, 0.0)
+        h = DataHeader(common, ISN + off, 0, off * MSS, 400 * MSS, 5)
+        rec = record_of(h, ev=0, ce=0, src=bytes(16), at=0, size=MSS)
+        assert rx.receive([rec], memoryview(bytes(MSS)), 0, 1, 0.0) == 1  # a burst of one
     sack = rx.sack()
     arrived = {ISN + off for off in offsets}
     cum = ISN

@@ -1,10 +1,13 @@
 """The receiver's placement (csrc/mrc_rx.c) against its pure-Python twin (protocol/rxplace.py):
 the same bursts of data records, with loss, duplicates, reordering, CE marks and
-malformed fields drawn by hypothesis, leave the same state after every call."""
+malformed fields drawn by hypothesis, leave the same state after every call; and the
+state's one declaration (protocol/rxstate.py) against the C header and the cffi struct."""
 
 from __future__ import annotations
 
 import math
+import pathlib
+import runpy
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrc_transport import backend
-from mrc_transport.protocol import rxplace
+from mrc_transport.protocol import rxplace, rxstate
 from mrc_transport.protocol.rxplace import RxState, expand
-from mrc_transport.wire.records import RX_DATA, RX_OTHER, RX_REC, RxRec
+from mrc_transport.wire.records import RX_DATA, RX_OTHER, DataField, RxRec
 
 needs_c = pytest.mark.skipif(not backend.FASTPATH, reason="the C fast path is not built")
 
@@ -92,51 +95,41 @@ def _records(draw: Any) -> tuple[int, list[Burst]]:
 records = st.composite(_records)
 
 
-def _c_records(recs: list[RxRec]) -> Any:
-    from mrc_transport._fastpath import ffi
-
-    arr = ffi.new("struct mrc_rx_rec[]", max(len(recs), 1))
-    view = memoryview(ffi.buffer(arr))
-    for i, rec in enumerate(recs):
-        RX_REC.pack_into(view, i * RX_REC.size, *rec)
-    return arr
-
-
-def _drive(
-    st_: Any, place: Any, buf: Any, recs: Any, py_recs: list[RxRec], bufs: dict[int, bytearray]
-) -> list[Any]:
+def _drive(st_: Any, view: memoryview, recs: list[RxRec], bufs: dict[int, bytearray]) -> list[Any]:
     """What the receiver does with ``place``'s stops, the same for both twins: the log
     of each call's outputs (``take``) and of the messages delivered, each with its bytes;
     each delivered buffer goes back on the spares, as an application recycles it."""
     log: list[Any] = []
-    i, n = 0, len(py_recs)
+    i, n = 0, len(recs)
+    buf, placed = st_.prepare(recs, view, 0, n)
     while i < n:
-        i = place(st_, buf, recs, i, n, CONN, 1.0)
-        taken = tuple(int(v) for v in st_.take())
-        why, _, delivered, opened = taken[:4]
-        log.append((i, taken))
-        for slot, msg_buf in st_.opened_buffers(opened):
+        i = st_.place(buf, placed, i, n, CONN, 1.0)
+        taken = st_.take()
+        log.append((i, tuple(int(v) for v in taken)))
+        for slot, msg_buf in st_.opened_buffers(taken.n_opened):
             bufs[int(slot)] = msg_buf
-        for k in range(delivered):
+        for k in range(taken.n_delivered):
             slot = int(st_.delivered[k])
             msg_buf = bufs.pop(slot)
             log.append(("delivered", int(st_.msgs[slot].msn), bytes(msg_buf)))
             st_.close_message(slot)
             st_.push_spare(msg_buf)
-        if why == rxplace.NEW_MESSAGE:
-            _, _, _, _, _, msn32, off, msg_len, _, _, size, _, _ = py_recs[i]
+        if taken.why == rxplace.NEW_MESSAGE:
+            rec = recs[i]
+            msg_len = rec[DataField.MSG_LEN]
+            off, size = rec[DataField.MSG_OFFSET], rec[DataField.PAYLOAD_LEN]
             if rxplace.grid_index(SEG, SEG, 1 << 31, off, msg_len, size) < 0:
                 log.append(("dropped", i))
                 i += 1
                 continue
-            msn = expand(msn32, int(st_.next_msn))
+            msn = expand(rec[DataField.MSN], int(st_.next_msn))
             slot = msn & int(st_.msg_mask)
             assert int(st_.msgs[slot].state) == rxplace.MSG_FREE
             msg_buf = st_.pop_spare(msg_len)
             msg_buf = bytearray(msg_len) if msg_buf is None else msg_buf
             bufs[slot] = msg_buf
             st_.open_message(slot, msn, msg_buf, max(1, -(-msg_len // SEG)))
-        elif why in (rxplace.OUT_OF_WINDOW, rxplace.OTHER_RECORD):
+        elif taken.why in (rxplace.OUT_OF_WINDOW, rxplace.OTHER_RECORD):
             i += 1  # the core's own path takes it
     return log
 
@@ -150,7 +143,10 @@ SCALARS = (
 def _snapshot(st_: Any, bufs: dict[int, bytearray]) -> dict[str, Any]:
     snap: dict[str, Any] = {name: getattr(st_, name) for name in SCALARS}
     snap["ack_deadline"] = float(snap["ack_deadline"])
-    spares = st_.spares if isinstance(st_, RxState) else [b for b, _, _ in st_._spares]
+    if isinstance(st_, RxState):
+        spares = st_.spares[: st_.n_spares]
+    else:
+        spares = [b for b, _, _ in st_._spares]
     snap["spares"] = [len(b) for b in spares]
     snap["bufs"] = {slot: bytes(b) for slot, b in bufs.items()}
     snap["ooo"] = bytes(st_.ooo[i] for i in range(int(st_.ooo_mask) + 1))
@@ -180,19 +176,14 @@ def _states(initial: int) -> tuple[RxState, Any]:
 @settings(max_examples=300, deadline=None)
 @given(records())
 def test_c_and_python_placement_agree(drawn: tuple[int, list[Burst]]) -> None:
-    from mrc_transport._fastpath import ffi
-
-    from mrc_transport.protocol import rxfast  # after the check that it is built
-
     initial, bursts = drawn
     py, c = _states(initial)
     py_bufs: dict[int, bytearray] = {}
     c_bufs: dict[int, bytearray] = {}
     for burst in bursts:
         view = memoryview(burst.payloads)
-        py_log = _drive(py, rxplace.place, view, burst.recs, burst.recs, py_bufs)
-        c_buf = ffi.from_buffer(burst.payloads)
-        c_log = _drive(c, rxfast.place, c_buf, _c_records(burst.recs), burst.recs, c_bufs)
+        py_log = _drive(py, view, burst.recs, py_bufs)
+        c_log = _drive(c, view, burst.recs, c_bufs)
         assert c_log == py_log
         assert _snapshot(c, c_bufs) == _snapshot(py, py_bufs)
 
@@ -209,7 +200,7 @@ def test_a_transfer_in_order_is_delivered_whole() -> None:
             payloads += chunk
             psn += 1
     py = RxState(SEG, SEG, 1 << 31, 16, 4, 3 * SEG, 0.001, 5)
-    log = _drive(py, rxplace.place, memoryview(bytes(payloads)), recs, recs, {})
+    log = _drive(py, memoryview(bytes(payloads)), recs, {})
     assert [entry[2] for entry in log if entry[0] == "delivered"] == bodies
     assert (py.cum, py.next_msn) == (psn, 3)
     taken = [entry[1] for entry in log if isinstance(entry[0], int)]
@@ -226,10 +217,6 @@ def test_a_recycled_buffer_keeps_its_own_segment_flags() -> None:
     slot while that buffer is in use again: the two must not share segment flags (a
     bug did: the later message's flags marked the other's segment placed, which then
     dropped it as a duplicate and never completed)."""
-    from mrc_transport._fastpath import ffi
-
-    from mrc_transport.protocol import rxfast  # after the check that it is built
-
     size = 2 * SEG
     order = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (5, 0), (2, 1)]  # (msn, segment)
     recs, payloads = [], bytearray()
@@ -243,10 +230,39 @@ def test_a_recycled_buffer_keeps_its_own_segment_flags() -> None:
     c_bufs: dict[int, bytearray] = {}
     for k in range(len(recs)):  # a packet a burst, so buffers are recycled in between
         one = recs[k : k + 1]
-        py_log = _drive(py, rxplace.place, memoryview(bytes(payloads)), one, one, py_bufs)
-        c_log = _drive(
-            c, rxfast.place, ffi.from_buffer(bytes(payloads)), _c_records(one), one, c_bufs
-        )
+        py_log = _drive(py, memoryview(bytes(payloads)), one, py_bufs)
+        c_log = _drive(c, memoryview(bytes(payloads)), one, c_bufs)
         assert c_log == py_log
         assert _snapshot(c, c_bufs) == _snapshot(py, py_bufs)
     assert int(c.next_msn) == 3  # 0, 1 and 2 delivered; 5 waits for 3 and 4
+
+
+def test_the_header_holds_the_declared_structs() -> None:
+    """csrc/mrc_fast.h, which the cdef is read from, has rxstate.py's text of the structs
+    (``python csrc/build.py --header`` writes it)."""
+    build = runpy.run_path(str(pathlib.Path(__file__).parents[2] / "csrc" / "build.py"))
+    header = build["HEADER"].read_text()
+    assert build["generated"](header) == rxstate.c_declarations()
+
+
+@needs_c
+def test_the_c_struct_has_the_declared_members() -> None:
+    """The cffi struct, member for member what rxstate.py declares, and the Python twin
+    with a slot for each, zeroed."""
+    from mrc_transport._fastpath import ffi
+
+    for tag, fields in rxstate.STRUCTS:
+        assert [name for name, _ in ffi.typeof(f"struct {tag}").fields] == [f.name for f in fields]
+    py = RxState(SEG, SEG, 1 << 31, 16, 4, 3 * SEG, 0.001, 0)
+    assert all(getattr(py, f.name) == 0 for f in rxstate.TAKEN)
+    assert tuple(py.take()) == (0,) * len(rxstate.TAKEN)
+
+
+def test_the_result_names_each_member_taken() -> None:
+    """``take``'s result reads each of the struct's ``TAKEN`` members by its name."""
+    py = RxState(SEG, SEG, 1 << 31, 16, 4, 3 * SEG, 0.001, 0)
+    for k, f in enumerate(rxstate.TAKEN):
+        setattr(py, f.name, k + 1)
+    taken = py.take()
+    assert [getattr(taken, f.name) for f in rxstate.TAKEN] == list(range(1, len(rxstate.TAKEN) + 1))
+    assert tuple(py.take()) == (0,) * len(rxstate.TAKEN)  # zeroed by the first
