@@ -8,11 +8,13 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Sequence
+from functools import partial
 
 import trio
 
 from mrc_transport.io.endpoint import ConnectionLost, MrcEndpoint, open_endpoint
 from mrc_transport.perf import config, session, summary
+from mrc_transport.perf.interrupt import Interrupt, run_interruptible
 from mrc_transport.perf.messages import PerfError, PerfParams
 from mrc_transport.perf.options import PerfOptions
 from mrc_transport.perf.output import Output, events_to, write_records
@@ -30,13 +32,15 @@ def run_client(opts: PerfOptions, out: Output) -> int:
     paths = config.client_paths(opts, paths_from)
     cfg = config.endpoint_config(opts, paths_from)
     try:
-        return trio.run(_client_main, opts, out, paths, cfg)
+        return trio.run(run_interruptible, partial(_client_main, opts, out, paths, cfg))
     except OSError as exc:
         print(f"mrc perf: error: {exc}", file=sys.stderr)
         return 1
 
 
-async def _client_main(opts: PerfOptions, out: Output, paths: list[SrPath], cfg: Config) -> int:
+async def _client_main(
+    opts: PerfOptions, out: Output, paths: list[SrPath], cfg: Config, interrupt: Interrupt
+) -> int:
     cookie = secrets.token_hex(4)
     cpu0, wall0 = session.cpu_seconds(), time.monotonic()
     out.start(summary.client_start(opts, paths, cfg, cookie))
@@ -51,19 +55,34 @@ async def _client_main(opts: PerfOptions, out: Output, paths: list[SrPath], cfg:
         open_endpoint(cfg, port=opts.port, encoding=opts.encoding, rng=rng) as ep,
         events_to(opts.events, ep),
     ):
-        async with trio.open_nursery() as outer:
-            outer.start_soon(Reporter(out, streams, opts.interval).run)
-            await _run_streams(opts, ep, paths, cookie, streams)
-            outer.cancel_scope.cancel()
+        reporter = Reporter(out, streams, opts.interval)
+        with interrupt.scope:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(reporter.run)
+                await _run_streams(opts, ep, paths, cookie, streams)
+                outer.cancel_scope.cancel()
+        if interrupt.came:
+            reporter.last_line()
+            for s in streams:
+                session.cut_short(s, time.monotonic)
         failure = next((s.error for s in streams if s.error), None)
         await ep.aclose(0.5)
         ep_counters = ep.counters()
     cpu1, wall1 = session.cpu_seconds(), time.monotonic()
     end = summary.end_doc(streams, cpu0, cpu1, wall1 - wall0, ep_counters)
     out.end(end, opts.reverse)
+    if interrupt.came:
+        out.error(INTERRUPT_CLIENT)
     out.finish()
     write_records(opts, [r for s in streams if not s.sending for r in s.records])
+    if interrupt.came:
+        print(f"mrc perf: {INTERRUPT_CLIENT}", file=sys.stderr)
+        return 1
     return _verdict(failure, end)
+
+
+INTERRUPT_CLIENT = "interrupt - the client has terminated"
+"""What iperf3 says when Ctrl-C stops its client (and exits 1, as this does)."""
 
 
 async def _run_streams(

@@ -4,7 +4,9 @@ is the run's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 
@@ -12,6 +14,9 @@ from mrc_transport.perf.options import OptionsError, PerfOptions
 
 SERVER_WAIT = 15.0
 """Seconds the server may take to exit after its client did (it writes its files)."""
+SERVER_GRACE = 2.0
+"""After Ctrl-C: seconds the server has to end its test by itself, seeing the client's
+close, before it gets the Ctrl-C too."""
 
 
 def server_events_path(path: str) -> str:
@@ -68,42 +73,101 @@ def client_argv(opts: PerfOptions, dst: str) -> list[str]:
 def run_one_shot(opts: PerfOptions, src: str, dst: str) -> int:
     """Start the server in dst's namespace, the client in src's, relay the client's output;
     the exit code (the client's, else the server's). OptionsError for a host that is not
-    in the running lab."""
-    from labs.state import state_path
+    in the running lab. Ctrl-C ends the test as it ends a client's (its summary so far,
+    exit 1) and leaves no process behind."""
     from labs.topology import namespace
 
     assert opts.lab is not None
-    if not os.path.exists(state_path(opts.lab)):
-        raise OptionsError(f"no lab {opts.lab!r} is up (`mrc lab list` shows the labs)")
-    for host in (src, dst):
-        if not os.path.exists(f"/run/netns/{namespace(opts.lab, host)}"):
-            raise OptionsError(f"no host {host!r} in a running lab {opts.lab!r}")
-    py = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
-    ns = ["ip", "netns", "exec"]
-    srv = subprocess.Popen(
-        [*ns, namespace(opts.lab, dst), *py, *server_argv(opts)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    _check_hosts(opts.lab, src, dst)
+    srv = _start(namespace(opts.lab, dst), server_argv(opts), stdout=subprocess.DEVNULL)
     try:
-        assert srv.stderr is not None
-        line = srv.stderr.readline()  # "Server listening on PORT", or an error
-        if not line.startswith("Server listening"):
-            srv.wait(5)
-            print(
-                f"mrc perf: server failed: {line.strip()} {srv.stderr.read().strip()}",
-                file=sys.stderr,
-            )
+        if not _server_ready(srv):
             return 1
-        rc = subprocess.call([*ns, namespace(opts.lab, src), *py, *client_argv(opts, dst)])
+        cli = _start(namespace(opts.lab, src), client_argv(opts, dst))
         try:
-            srv_rc = srv.wait(SERVER_WAIT)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv_rc = 1
-        return rc or srv_rc
+            rc = cli.wait()
+        except KeyboardInterrupt:
+            return _interrupted(cli, srv)
+        return rc or _server_exit(srv)
     finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.wait()
+        _reap(srv)
+
+
+def _check_hosts(lab: str, src: str, dst: str) -> None:
+    from labs.state import state_path
+    from labs.topology import namespace
+
+    if not os.path.exists(state_path(lab)):
+        raise OptionsError(f"no lab {lab!r} is up (`mrc lab list` shows the labs)")
+    for host in (src, dst):
+        if not os.path.exists(f"/run/netns/{namespace(lab, host)}"):
+            raise OptionsError(f"no host {host!r} in a running lab {lab!r}")
+
+
+def _start(ns: str, argv: list[str], stdout: int | None = None) -> subprocess.Popen[str]:
+    """``mrc perf argv`` in namespace ns, in a session of its own (a Ctrl-C at the terminal
+    reaches only this runner, which hands it on once), dying with this process."""
+    from labs.netns import die_with_parent
+
+    py = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, *py, *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE if stdout is not None else None,
+        text=True,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+
+
+def _server_ready(srv: subprocess.Popen[str]) -> bool:
+    """Wait for the server's ready line; False (said on stderr) when it failed instead."""
+    from mrc_transport.perf.server import READY_LINE
+
+    assert srv.stderr is not None
+    line = srv.stderr.readline()
+    if line.startswith(READY_LINE.partition("{")[0]):
+        return True
+    srv.wait(5)
+    print(f"mrc perf: server failed: {line.strip()} {srv.stderr.read().strip()}", file=sys.stderr)
+    return False
+
+
+def _interrupted(cli: subprocess.Popen[str], srv: subprocess.Popen[str]) -> int:
+    """Ctrl-C: the client gets it (and prints its summary so far), then the server, whose
+    test the client's close has ended; 1, as iperf3 exits on an interrupt."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: already ending
+    try:
+        _stop(cli, 0.0)
+        _stop(srv, SERVER_GRACE)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return 1
+
+
+def _stop(proc: subprocess.Popen[str], grace: float) -> None:
+    """Let ``proc`` end by itself within ``grace`` seconds, else hand it a Ctrl-C, else
+    kill it."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(grace)
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(SERVER_WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _server_exit(srv: subprocess.Popen[str]) -> int:
+    try:
+        return srv.wait(SERVER_WAIT)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        return 1
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

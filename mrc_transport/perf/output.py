@@ -8,12 +8,23 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TextIO
 
 from labs.units import format_rate, format_size
+from mrc_transport.perf.interrupt import INTERRUPTED
 from mrc_transport.perf.jsonobj import JsonObject
-from mrc_transport.perf.report import EndDoc, Interval, PerfReport, StartDoc
+from mrc_transport.perf.report import (
+    EndDoc,
+    Interval,
+    PerfReport,
+    ReceivedSum,
+    ReceiverEnd,
+    SenderEnd,
+    SentSum,
+    StartDoc,
+    StreamInterval,
+)
 
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import MrcEndpoint
@@ -43,6 +54,11 @@ class Output:
                 raise OptionsError(f"--logfile {opts.logfile}: {exc.strerror}") from None
         return cls(sys.stdout, opts.output, False)
 
+    @property
+    def on_terminal(self) -> bool:
+        """Its text lines go to a terminal (a person reads them, not a script)."""
+        return self.mode == "text" and not self.own and self.stream.isatty()
+
     def text(self, line: str) -> None:
         if self.mode == "text":
             print(line, file=self.stream, flush=True)
@@ -57,7 +73,8 @@ class Output:
         self.doc = PerfReport(doc, self.doc.intervals, self.doc.end)
 
     def interval(self, doc: Interval) -> None:
-        self.text(interval_line(doc))
+        for line in interval_lines(doc):
+            self.text(line)
         self.event("interval", doc.to_json())
         if self.mode == "json":
             self.doc = PerfReport(self.doc.start, (*self.doc.intervals, doc), self.doc.end)
@@ -68,6 +85,11 @@ class Output:
             self.text(line)
         self.event("end", doc.to_json())
         self.doc = PerfReport(self.doc.start, self.doc.intervals, doc)
+
+    def error(self, message: str) -> None:
+        """Why the test ended early: the -J document's top-level "error", as iperf3's."""
+        self.event("error", {"error": message})
+        self.doc = replace(self.doc, error=message)
 
     def finish(self) -> None:
         """Print the -J document and start the next one (a server that is not -1 writes
@@ -86,6 +108,25 @@ class Output:
 INTERVAL_HEADER = (
     "[ ID] Interval           Transfer     Bitrate         Retr  EVs act/ret   ECN     sRTT"
 )
+
+
+def interval_lines(iv: Interval) -> list[str]:
+    """With -P 2 or more, a line per connection and the [SUM] line, after iperf3's separator
+    from the second interval on; with one connection the [SUM] line alone."""
+    if not iv.streams:
+        return [interval_line(iv)]
+    lines = [*(_stream_interval_line(s) for s in iv.streams), interval_line(iv)]
+    return lines if iv.start == 0 else [SEPARATOR, *lines]
+
+
+def _stream_interval_line(s: StreamInterval) -> str:
+    return (
+        f"[{s.id:3d}] {s.start:6.2f}-{s.end:<6.2f} sec  {format_size(s.bytes)}  "
+        f"{format_rate(s.bits_per_second)}  {s.retransmits:4d}"
+    )
+
+
+SEPARATOR = "- " * 36
 
 
 def interval_line(iv: Interval) -> str:
@@ -128,13 +169,12 @@ def cpu_line(cpu: Mapping[str, float], reverse: bool) -> str:
 def end_lines(end: EndDoc, reverse: bool) -> list[str]:
     """iperf3's summary: the sums both ways, then MRC's planes, the CPU, the verdict."""
     ss, sr = end.sum_sent, end.sum_received
-    lines = [
-        "- " * 36,
-        "[ ID] Interval           Transfer     Bitrate         Retr",
-        f"[SUM]   0.00-{ss.seconds:<6.2f} sec  {format_size(ss.bytes)}  "
-        f"{format_rate(ss.bits_per_second)}  {ss.retransmits:4d}   sender",
-        f"[SUM]   0.00-{sr.seconds:<6.2f} sec  {format_size(sr.bytes)}  "
-        f"{format_rate(sr.bits_per_second)}         receiver",
+    lines = [SEPARATOR, "[ ID] Interval           Transfer     Bitrate         Retr"]
+    if len(end.streams) > 1:
+        for s in end.streams:
+            lines += _sum_lines(f"{s.id:3d}", s.sender, s.receiver)
+    lines += _sum_lines("SUM", ss, sr)
+    lines += [
         "Per plane (sender's view):",
         " plane  share   packets    acked   ECN  lost  EVs usable/retired",
     ]
@@ -149,10 +189,22 @@ def end_lines(end: EndDoc, reverse: bool) -> list[str]:
         lines.append(f"dropped malformed packets: {bad}")
     if end.verified:
         lines.append(f"verified: {sr.bytes} bytes, xxh3-128 digests equal on both ends")
+    elif any(s.error == INTERRUPTED for s in end.streams):
+        lines.append("interrupted: the test did not finish, so nothing was verified")
     else:
         errors = [s.error for s in end.streams if s.error]
         lines.append("NOT VERIFIED" + (f": {'; '.join(errors)}" if errors else ""))
     return lines
+
+
+def _sum_lines(tag: str, sent: SentSum | SenderEnd, got: ReceivedSum | ReceiverEnd) -> list[str]:
+    """iperf3's "sender" and "receiver" lines of a summary, for one connection or the sum."""
+    return [
+        f"[{tag}]   0.00-{sent.seconds:<6.2f} sec  {format_size(sent.bytes)}  "
+        f"{format_rate(sent.bits_per_second)}  {sent.retransmits:4d}   sender",
+        f"[{tag}]   0.00-{got.seconds:<6.2f} sec  {format_size(got.bytes)}  "
+        f"{format_rate(got.bits_per_second)}         receiver",
+    ]
 
 
 # ------------------------------------------------------------------ files

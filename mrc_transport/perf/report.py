@@ -171,8 +171,24 @@ class StartDoc:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamInterval(Record):
+    """One connection's part of an interval, as iperf3's ``intervals[].streams[]`` (with
+    -P 2 or more)."""
+
+    id: int
+    """The connection's index in the run (the [ID] of its lines)."""
+    start: float
+    end: float
+    seconds: float
+    bytes: int
+    bits_per_second: float
+    retransmits: int
+
+
+@dataclass(frozen=True, slots=True)
 class Interval:
-    """One interval line as JSON: iperf3's ``{"sum": {...}}`` over all connections."""
+    """One interval as JSON: iperf3's ``{"streams": [...], "sum": {...}}``; the streams
+    only with two or more connections."""
 
     start: float
     """Seconds since the run started."""
@@ -191,9 +207,14 @@ class Interval:
     """Mean smoothed RTT of the connections that have one."""
     sender: bool
     """This end sends the data."""
+    streams: tuple[StreamInterval, ...] = ()
+    """Each connection's part (empty with one connection, whose part is the sum)."""
 
     def to_json(self) -> JsonObject:
-        return {"sum": fields_json(self)}
+        total = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "streams"}
+        if not self.streams:
+            return {"sum": total}
+        return {"streams": [s.to_json() for s in self.streams], "sum": total}
 
     @classmethod
     def from_json(cls, raw: object) -> Interval:
@@ -202,7 +223,9 @@ class Interval:
     @classmethod
     def _build(cls, raw: Mapping[str, Any]) -> Interval:
         s = _object(raw["sum"], "interval.sum")
-        return cls(*(s[f.name] for f in fields(cls)))
+        streams = tuple(StreamInterval.from_json(x) for x in raw.get("streams", ()))
+        total = {f.name: s[f.name] for f in fields(cls) if f.name != "streams"}
+        return cls(**total, streams=streams)
 
 
 # ------------------------------------------------------------------ end
@@ -420,13 +443,19 @@ class PerfReport:
     start: StartDoc | None = None
     intervals: Sequence[Interval] = ()
     end: EndDoc | None = None
+    error: str | None = None
+    """Why the test ended early (Ctrl-C: "interrupt - the client has terminated"); iperf3
+    writes the key only then."""
 
     def to_json(self) -> JsonObject:
-        return {
+        doc: JsonObject = {
             "start": {} if self.start is None else self.start.to_json(),
             "intervals": [i.to_json() for i in self.intervals],
             "end": {} if self.end is None else self.end.to_json(),
         }
+        if self.error is not None:
+            doc["error"] = self.error
+        return doc
 
     @classmethod
     def from_json(cls, raw: object) -> PerfReport:
@@ -439,4 +468,5 @@ class PerfReport:
             StartDoc.from_json(start) if start else None,
             tuple(Interval.from_json(i) for i in raw["intervals"]),
             EndDoc.from_json(end) if end else None,
+            raw.get("error"),
         )

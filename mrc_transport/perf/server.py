@@ -7,11 +7,13 @@ import random
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import trio
 
 from mrc_transport.io.endpoint import ConnectionLost, ConnHandle, MrcEndpoint, open_endpoint
 from mrc_transport.perf import config, session, summary
+from mrc_transport.perf.interrupt import Interrupt, run_interruptible
 from mrc_transport.perf.messages import PerfError, PerfParams
 from mrc_transport.perf.options import PerfOptions
 from mrc_transport.perf.output import Output, events_to, stream_line, write_records
@@ -27,13 +29,17 @@ def run_server(opts: PerfOptions, out: Output) -> int:
     paths_from = config.provider(opts)
     cfg = config.endpoint_config(opts, paths_from)
     try:
-        return trio.run(_server_main, opts, out, paths_from.paths_for, cfg)
+        return trio.run(
+            run_interruptible, partial(_server_main, opts, out, paths_from.paths_for, cfg)
+        )
     except OSError as exc:
         print(f"mrc perf: error: {exc}", file=sys.stderr)
         return 1
 
 
-async def _server_main(opts: PerfOptions, out: Output, paths_for: PathsFor, cfg: Config) -> int:
+async def _server_main(
+    opts: PerfOptions, out: Output, paths_for: PathsFor, cfg: Config, interrupt: Interrupt
+) -> int:
     rng = random.Random(opts.seed)
     async with (
         open_endpoint(cfg, paths_for=paths_for, port=opts.port, encoding=opts.encoding, rng=rng)
@@ -42,14 +48,29 @@ async def _server_main(opts: PerfOptions, out: Output, paths_for: PathsFor, cfg:
     ):  # fmt: skip
         out.text(f"Server listening on {opts.port} ({opts.encoding})")
         out.event("listening", {"port": opts.port})
-        print(f"Server listening on {opts.port}", file=sys.stderr, flush=True)
-        async with trio.open_nursery() as nursery:
-            server = _Server(opts, out, ep, nursery)
-            nursery.start_soon(server.stop_when_done)
-            while not server.done.is_set():
-                handle = await ep.accept()
-                nursery.start_soon(server.connection, handle)
+        if not out.on_terminal:
+            print(READY_LINE.format(port=opts.port), file=sys.stderr, flush=True)
+        with interrupt.scope:
+            async with trio.open_nursery() as nursery:
+                server = _Server(opts, out, ep, nursery)
+                nursery.start_soon(server.stop_when_done)
+                while not server.done.is_set():
+                    handle = await ep.accept()
+                    nursery.start_soon(server.connection, handle)
+        if interrupt.came:
+            server.cut_short()
+            await ep.aclose(0.5)  # the clients hear the close, not silence until their RTOs
+    if interrupt.came:
+        print(f"mrc perf: {INTERRUPT_SERVER}", file=sys.stderr)
+        return 1
     return 1 if server.failed else 0
+
+
+READY_LINE = "Server listening on {port}"
+"""What a server says on stderr once its socket is open, for a script (or the one-shot
+runner) to wait for; not when its text output already says it on the terminal."""
+INTERRUPT_SERVER = "interrupt - the server has terminated"
+"""What iperf3 says when Ctrl-C stops its server (and exits 1, as this does)."""
 
 
 @dataclass
@@ -62,6 +83,8 @@ class _Session:
     """The scope of its interval lines."""
     cpu0: tuple[float, float]
     wall0: float
+    received: bool
+    """This end receives the data (the client's test is not -R)."""
     finished: int = 0
     """Its connections that ended, or failed."""
 
@@ -96,6 +119,9 @@ class _Server:
             self.out.text(f"connection failed: {exc}")
             if joined:  # a test that started and broke; a connection without valid P is not one
                 self.failed.append(str(exc))
+                for stats in self.sessions[joined[0].session].streams:
+                    if stats.handle is handle:  # its summary shows what got through
+                        session.cut_short(stats, time.monotonic, str(exc))
                 self._ended(joined[0])
                 if self.opts.one_off:
                     self.done.set()
@@ -121,13 +147,21 @@ class _Server:
             self.failed.append(f"session {params.session} stream {params.index} not verified")
         self._ended(params)
 
+    def cut_short(self) -> None:
+        """Ctrl-C: every test under way ends with its summary so far (iperf3's)."""
+        for run in self.sessions.values():
+            for stats in run.streams:
+                session.cut_short(stats, time.monotonic)
+            self._report_end(run, INTERRUPT_SERVER)
+        self.sessions.clear()
+
     def _join(self, params: PerfParams, stats: StreamStats, handle: ConnHandle) -> None:
         """Count a connection that sent its P into its session; the session's first
         connection starts its report."""
         run = self.sessions.get(params.session)
         if run is None:
             run = self.sessions[params.session] = _Session(
-                [], trio.CancelScope(), session.cpu_seconds(), time.monotonic()
+                [], trio.CancelScope(), session.cpu_seconds(), time.monotonic(), not params.reverse
             )
             self.out.start(summary.server_start(self.opts, params, handle))
             reporter = Reporter(self.out, run.streams, self.opts.interval)
@@ -142,16 +176,22 @@ class _Server:
         if run.finished < params.parallel:
             return
         del self.sessions[params.session]
+        self._report_end(run)
+        if self.opts.one_off:
+            self.done.set()
+
+    def _report_end(self, run: _Session, error: str | None = None) -> None:
+        """A session's end: the summary lines, the -J document, the --records file."""
         run.reporter.cancel()
         end = summary.end_doc(
             run.streams, run.cpu0, session.cpu_seconds(), time.monotonic() - run.wall0,
             self.ep.counters(),
         )  # fmt: skip
-        self.out.end(end, reverse=not params.reverse)
+        self.out.end(end, reverse=run.received)
+        if error is not None:
+            self.out.error(error)
         self.out.finish()
         write_records(self.opts, [r for s in run.streams if not s.sending for r in s.records])
-        if self.opts.one_off:
-            self.done.set()
 
 
 async def _report(run: _Session, reporter: Reporter) -> None:

@@ -29,6 +29,7 @@ import trio
 import xxhash
 
 from mrc_transport.io.endpoint import ConnHandle
+from mrc_transport.perf.interrupt import INTERRUPTED
 from mrc_transport.perf.messages import (
     KIND_DATA,
     KIND_END,
@@ -48,6 +49,7 @@ from mrc_transport.protocol.ev import Ev, PlaneCounters, Role
 POOL_SIZE = 8 << 20  # random bytes that data messages are cut from, at least (ours)
 UNACKED_LIMIT = 4 << 20  # bytes queued in the core beyond what is acknowledged: bounds
 # how long -t overruns (ours: ~160 ms at 200 Mbit/s)
+DRAIN_ESTIMATE_S = 0.25  # seconds of acknowledgements before the drain is estimated (ours)
 CONTROL_TIMEOUT = 30.0  # seconds to wait for a control message once data is done (ours)
 
 
@@ -241,7 +243,7 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     while True:
         now = clock()
         left = params.nbytes - stats.data_bytes if params.nbytes else length
-        if left <= 0 or (not params.nbytes and now >= deadline):
+        if left <= 0 or (not params.nbytes and now + _drain_time(stats, now) >= deadline):
             break
         n = min(length, left)
         if params.rate_bps:
@@ -265,6 +267,17 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     )  # fmt: skip
     stats.sender_report = report
     handle.send(report.encode())
+
+
+def _drain_time(stats: StreamStats, now: float) -> float:
+    """Seconds the data queued but not yet acknowledged will take at the rate acknowledged
+    so far: a -t test stops queueing that much before its end, so it ends at -t (as
+    iperf3's does) rather than up to UNACKED_LIMIT later on a slow path. 0 until the rate
+    has been seen for DRAIN_ESTIMATE_S (the first acknowledgements say little of it)."""
+    elapsed, acked = now - stats.t0, stats.progress_bytes
+    if acked <= 0 or elapsed < DRAIN_ESTIMATE_S:
+        return 0.0
+    return (stats.data_bytes - acked) * elapsed / acked
 
 
 async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
@@ -352,6 +365,22 @@ async def server_stream(
     with trio.move_on_after(CONTROL_TIMEOUT):
         await handle.wait_closed()
     return params, stats
+
+
+def cut_short(stats: StreamStats, clock: Callable[[], float], why: str = INTERRUPTED) -> None:
+    """A test stopped before its end (Ctrl-C here, or the peer went away): what this end
+    knows so far becomes its report, so the summary shows the bytes that got through, as
+    iperf3's does; never verified. A connection that never reached its data phase, or
+    finished it, is left as it is."""
+    if not stats.t0 or stats.t1 or stats.error:
+        return
+    stats.error, stats.verified = why, False
+    seconds, cpu = clock() - stats.t0, cpu_since(stats.cpu0)
+    report = conn_report(stats.handle)
+    if stats.sending:
+        stats.sender_report = SenderReport(stats.progress_bytes, "", seconds, cpu, report)
+    else:
+        stats.receiver_report = ReceiverReport(stats.data_bytes, "", seconds, False, cpu, report)
 
 
 def cpu_seconds() -> tuple[float, float]:

@@ -292,21 +292,45 @@ def line_pattern(line: str) -> str:
 
 
 def check_text(now: str, recorded: str) -> None:
-    """Each recorded line's pattern matches the next line now; a run of recorded lines
-    with one pattern (intervals, planes) matches a run of any length."""
-    patterns: list[str] = []
-    for line in recorded.splitlines():
-        p = line_pattern(line)
-        if not patterns or patterns[-1] != p:
-            patterns.append(p)
-    lines = now.splitlines()
-    i = 0
-    for p in patterns:
-        assert i < len(lines), f"output ends before a line like {p!r}"
-        assert re.fullmatch(p, lines[i]), f"line {i + 1}: {lines[i]!r} is not like {p!r}"
-        while i < len(lines) and re.fullmatch(p, lines[i]):
-            i += 1
+    """The output now matches the recording's lines as patterns, where a block of recorded
+    lines that repeats (an interval's [SUM] line; with -P, its per-connection lines, its
+    [SUM] line and the separator; the plane lines) matches a run of any length. Matched
+    line by line, greedily: one regex over the whole output backtracks for minutes when a
+    line differs."""
+    lines, i = now.splitlines(), 0
+    for block in blocks(recorded):
+        assert _block_at(lines, i, block), f"line {i + 1}: {lines[i : i + 2]!r} is not like {block}"
+        while _block_at(lines, i, block):
+            i += len(block)
     assert i == len(lines), f"more lines than recorded: {lines[i:]!r}"
+
+
+def blocks(recorded: str) -> list[list[str]]:
+    """The recorded lines' patterns, a repeated block of them (up to MAX_BLOCK lines) as
+    one block."""
+    pats = [line_pattern(line) for line in recorded.splitlines()]
+    out, i = [], 0
+    while i < len(pats):
+        k = next((k for k in range(1, MAX_BLOCK + 1) if _repeats(pats, i, k)), 1)
+        out.append(pats[i : i + k])
+        i += k
+        while pats[i : i + k] == out[-1]:
+            i += k
+    return out
+
+
+def _block_at(lines: list[str], i: int, block: list[str]) -> bool:
+    return len(lines) >= i + len(block) and all(
+        re.fullmatch(p, line) for p, line in zip(block, lines[i : i + len(block)], strict=True)
+    )
+
+
+MAX_BLOCK = 8
+"""The longest repeated block: -P connections' lines, the [SUM] line and the separator."""
+
+
+def _repeats(pats: list[str], i: int, k: int) -> bool:
+    return len(pats) >= i + 2 * k and pats[i : i + k] == pats[i + k : i + 2 * k]
 
 
 def check(ext: str, now: str, recorded: str, case: Case) -> None:

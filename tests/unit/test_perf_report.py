@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from mrc_transport.cli import perf as cli
 from mrc_transport.cli.main import build_parser
 from mrc_transport.perf import config, oneshot, summary
 from mrc_transport.perf.messages import PerfParams, ReceiverReport, SenderReport
-from mrc_transport.perf.output import Output, end_lines
+from mrc_transport.perf.output import SEPARATOR, Output, end_lines
 from mrc_transport.perf.report import EndDoc, Interval, PerfReport, ReportError, StartDoc
 from mrc_transport.perf.reporter import Reporter
 from mrc_transport.perf.session import StreamStats
@@ -67,8 +68,19 @@ def test_end_document_and_lines_as_before(case: str, k: int) -> None:
     old = OLD["end"][f"{case}/{k}"]
     assert json.dumps(end.to_json()) == old["json"]
     for reverse in (False, True):
-        assert "".join(x + "\n" for x in end_lines(end, reverse)) == old["text"][str(reverse)]
+        lines = end_lines(end, reverse)
+        assert "".join(x + "\n" for x in _sum_only(lines)) == old["text"][str(reverse)]
+        assert len(lines) - len(_sum_only(lines)) == (2 * len(streams) if len(streams) > 1 else 0)
     assert EndDoc.from_json(json.loads(old["json"])) == end
+
+
+def _sum_only(lines: list[str]) -> list[str]:
+    """The lines the old code printed: without the per-connection lines that -P 2 or more
+    adds now (iperf3's "[  5] ...")."""
+    return [ln for ln in lines if not STREAM_LINE.match(ln)]
+
+
+STREAM_LINE = re.compile(r"^\[ *\d+\] ")
 
 
 @pytest.mark.parametrize("sending", [True, False])
@@ -83,10 +95,29 @@ def test_interval_lines_as_before(sending: bool, n: int) -> None:
         inputs.advance(streams)
         reporter.line(0.5, 1.0)
         assert isinstance(out.stream, io.StringIO)
-        assert out.stream.getvalue() == old[mode]
+        got = out.stream.getvalue().splitlines()
+        if mode == "text":
+            assert "\n".join(_interval_sums(got)) + "\n" == old[mode]
+            assert len(got) - len(_interval_sums(got)) == (2 * n + 1 if n > 1 else 0)
+        else:
+            sums = [_without_streams(json.loads(line), n) for line in got]
+            assert sums == [json.loads(line) for line in old[mode].splitlines()]
     for line in old["stream"].splitlines():
         data = json.loads(line)["data"]
         assert Interval.from_json(data).to_json() == data
+
+
+def _interval_sums(lines: list[str]) -> list[str]:
+    """Interval text as the old code printed it: the [SUM] lines only."""
+    return [ln for ln in lines if not STREAM_LINE.match(ln) and ln != SEPARATOR]
+
+
+def _without_streams(event: dict[str, Any], n: int) -> dict[str, Any]:
+    """A --json-stream interval event as the old code wrote it: its per-connection part,
+    there with -P 2 or more, taken out."""
+    streams = event["data"].pop("streams", [])
+    assert len(streams) == (n if n > 1 else 0)
+    return event
 
 
 @pytest.mark.parametrize("name", sorted(inputs.CLIENT_ARGV))
@@ -128,7 +159,8 @@ def test_documents_that_are_not_reports_raise_one_error() -> None:
 
 
 class _Server:
-    """subprocess.Popen for the one-shot server: says it listens, exits 0."""
+    """subprocess.Popen for the one-shot's children: the server says it listens, and both
+    exit 0."""
 
     def __init__(self, argv: list[str], **_: object) -> None:
         CALLS.append(argv)
@@ -158,7 +190,6 @@ def test_one_shot_children_get_the_same_options(name: str, monkeypatch: pytest.M
     they must mean the same."""
     CALLS.clear()
     monkeypatch.setattr(subprocess, "Popen", _Server)
-    monkeypatch.setattr(subprocess, "call", lambda argv, **_: CALLS.append(argv) or 0)
     monkeypatch.setattr(os.path, "exists", lambda path: True)
     args = build_parser().parse_args(inputs.ONE_SHOT_ARGV[name])
     cli.check_args(args)
@@ -209,3 +240,35 @@ def test_sizes_and_rates_parse_as_before(kind: str) -> None:
             assert now.startswith(old[: old.index(" (write")] + " (write"), text
         else:
             assert (now, type(now)) == (old, int), text
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("mode", "stream", "own", "says_twice"),
+    [("text", _Tty(), False, False), ("text", io.StringIO(), False, True),
+     ("json", _Tty(), False, True), ("text", _Tty(), True, True)],
+)  # fmt: skip
+def test_server_says_it_listens_on_stderr_only_for_scripts(
+    mode: str, stream: io.StringIO, own: bool, says_twice: bool
+) -> None:
+    """A person at a terminal reads "Server listening" once (the text line); a script
+    (output to a pipe, a file, -J) also gets it on stderr to wait for."""
+    out = Output(stream, mode, own)  # type: ignore[arg-type]
+    assert out.on_terminal is not says_twice
+
+
+def test_a_timed_test_stops_queueing_what_it_cannot_deliver_by_its_end() -> None:
+    from mrc_transport.perf.session import DRAIN_ESTIMATE_S, _drain_time
+
+    handle = SimpleNamespace(acked_bytes=0)
+    s = StreamStats(handle, sending=True)  # type: ignore[arg-type]
+    s.t0, s.data_bytes, s.length = 10.0, 3_000_000, 1 << 30
+    assert _drain_time(s, 11.0) == 0.0  # nothing acknowledged yet: no estimate
+    handle.acked_bytes = 1_000_000
+    assert _drain_time(s, 10.0 + DRAIN_ESTIMATE_S / 2) == 0.0  # too early to tell
+    # 1 MB acknowledged in 1 s: the other 2 MB queued take 2 s more
+    assert _drain_time(s, 11.0) == pytest.approx(2.0, rel=1e-3)
