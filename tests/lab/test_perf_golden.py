@@ -1,7 +1,8 @@
 """`mrc perf`'s output now against real runs recorded before perf/ left cli/perf.py.
 
 tests/data/perf/ holds the output of each case below, recorded with
-``MRC_RECORD_GOLDEN=1`` from the code before the split (the commit that added them):
+``MRC_RECORD_GOLDEN=1`` from the code before the split (the commit that added them; the
+-P 2 cases again when the per-connection lines came, iperf3's ``[  0] ...``):
 both ends of `mrc perf -s` / `-c` between two namespaces joined by two shaped veth pairs
 (two planes, plain IPv6 paths from --paths-file), and the one-shot mode (--from, --to) on
 the tiny lab. A run's numbers vary, so a run now is compared with its recording by form,
