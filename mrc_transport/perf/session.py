@@ -47,8 +47,9 @@ from mrc_transport.perf.messages import (
 from mrc_transport.protocol.ev import Ev, PlaneCounters, Role
 
 POOL_SIZE = 8 << 20  # random bytes that data messages are cut from, at least (ours)
-UNACKED_LIMIT = 4 << 20  # bytes queued in the core beyond what is acknowledged: bounds
-# how long -t overruns (ours: ~160 ms at 200 Mbit/s)
+UNACKED_LIMIT = 4 << 20  # bytes a run queues in the core beyond what is acknowledged,
+# shared by its -P connections (each at least two messages): bounds how long the data
+# queued before -t takes to deliver (ours: ~160 ms at 200 Mbit/s)
 DRAIN_ESTIMATE_S = 0.25  # seconds of acknowledgements before the drain is estimated (ours)
 CONTROL_TIMEOUT = 30.0  # seconds to wait for a control message once data is done (ours)
 
@@ -240,6 +241,7 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
     stats.cpu0 = cpu_seconds()
     deadline = t0 + params.duration
     stats.acked_base, stats.length = handle.acked_bytes, length
+    limit = max(UNACKED_LIMIT // params.parallel, 2 * length)
     while True:
         now = clock()
         left = params.nbytes - stats.data_bytes if params.nbytes else length
@@ -254,10 +256,10 @@ async def send_data(stats: StreamStats, params: PerfParams, clock: Callable[[], 
         digest.add_digest(body_digest)
         handle.send(message)
         stats.data_bytes += n
-        if handle.unacked_bytes > UNACKED_LIMIT:
+        if handle.unacked_bytes > limit:
             # refill in batches: one wake-up per half the limit acknowledged, not one per
             # message (as a socket's low-water mark does)
-            await handle.wait_unacked_below(UNACKED_LIMIT // 2)
+            await handle.wait_unacked_below(limit // 2)
     await handle.wait_unacked_below(0)
     stats.t1 = clock()
     stats.data_acked = stats.data_bytes

@@ -268,16 +268,24 @@ class Connection:
         """``datagrams_to_send`` with new data as ``DataRun``s, each several packets: what
         an endpoint encodes without a ``Transmit`` per packet."""
         out: list[Outgoing] = []
-        out.extend(self.control_to_send())
-        if self.sending:
-            self.counters.packets_sent += self.sender.fill(now, out, self.cfg.max_burst)
-            self._arm_persist(now)
-            if self.state is ConnState.CLOSING and self.sender.idle():
-                self._move(ConnInput.DRAINED, now)
-                self._retry_count, self._retry_at = 0, now
-                self._send_close(now)
-                out.extend(self.control_to_send())
+        self.fill_burst(now, out, self.cfg.max_burst)
         return out
+
+    def fill_burst(self, now: float, out: list[Outgoing], limit: int) -> int:
+        """``burst_to_send`` into ``out`` with at most ``limit`` data packets; how many it
+        added (an endpoint shares one burst among its connections)."""
+        out.extend(self.control_to_send())
+        if not self.sending:
+            return 0
+        n = self.sender.fill(now, out, limit)
+        self.counters.packets_sent += n
+        self._arm_persist(now)
+        if self.state is ConnState.CLOSING and self.sender.idle():
+            self._move(ConnInput.DRAINED, now)
+            self._retry_count, self._retry_at = 0, now
+            self._send_close(now)
+            out.extend(self.control_to_send())
+        return n
 
     def control_to_send(self) -> list[Transmit]:
         """Only the control packets queued so far (SACKs, probe replies, handshakes): what

@@ -38,6 +38,8 @@ class Endpoint:
         self._by_peer: dict[int, Connection] = {}
         self.counters = EndpointCounters()
         self._next_reader = 0
+        self._turn = 0
+        """Which connection takes the first share of the next burst."""
         self.ports_busy: set[int] = set()
         """Planes whose local port queue is full (``port_busy``); every connection's EV set
         reads it, since the host's ports are shared."""
@@ -153,10 +155,21 @@ class Endpoint:
         return expand_runs(self.burst_to_send(now))
 
     def burst_to_send(self, now: float) -> list[Outgoing]:
-        """Every connection's packets, new data as runs (Connection.burst_to_send)."""
+        """Every connection's packets, new data as runs (Connection.burst_to_send), at most
+        ``Config.max_burst`` data packets in all: the connections share one burst, as the
+        QPs of a NIC share its ports, so N connections do not put N bursts at once into a
+        port's queue (ours). Each takes its share in turn, the first place rotating from
+        call to call; what one does not use goes to the next."""
+        conns = list(self.connections.values())
         out: list[Outgoing] = []
-        for conn in self.connections.values():
-            out.extend(conn.burst_to_send(now))
+        if not conns:
+            return out
+        first = self._turn % len(conns)
+        self._turn += 1
+        budget = self.cfg.max_burst
+        for k, conn in enumerate(conns[first:] + conns[:first]):
+            share = -(-budget // (len(conns) - k))  # ceil: the last ones take the rest
+            budget -= conn.fill_burst(now, out, share)
         return out
 
     def control_to_send(self) -> list[Transmit]:
