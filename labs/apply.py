@@ -206,6 +206,7 @@ def up(
         raise LabError(
             "this kernel has no seg6local routes (CONFIG_IPV6_SEG6_LWTUNNEL): use srv6: bpf"
         )
+    topo = _decide_mptcp(topo)
     if lab_exists(lab):
         if not force:
             raise LabError(f"lab {lab!r} exists: `mrc lab down --name {lab}` or use --force")
@@ -239,6 +240,17 @@ def up(
     run_jobs(cfg, tick)
     save_state(replace(state, complete=True))
     return time.perf_counter() - t0
+
+
+def _decide_mptcp(topo: Topology) -> Topology:
+    """ "auto" on where the kernel has MPTCP, off where not; "on" needs it."""
+    if topo.mptcp == "off":
+        return topo
+    if kernel.has_mptcp():
+        return replace(topo, mptcp="on")
+    if topo.mptcp == "on":
+        raise LabError("this kernel has no MPTCP (CONFIG_MPTCP): use mptcp: off")
+    return replace(topo, mptcp="off")
 
 
 def down(lab: str) -> int:

@@ -27,6 +27,9 @@ PORT_PROGRAM = "mrc_port"
 """Trimming and RED marking on a switch port's egress (labs/bpf/mrc_port.c)."""
 HTB_HIGH, HTB_LOW = 0x10010, 0x10020
 """htb classids 1:10 and 1:20 of a trimming port: stubs go high, everything else low."""
+MPTCP_MAX_SUBFLOWS = 8
+"""The kernel's cap on a connection's extra subflows and on the addresses it accepts
+(MPTCP_PM_ADDR_MAX: `ip mptcp limits set subflow 9` is refused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,32 @@ class TcBpf:
 
 
 @dataclass(frozen=True, slots=True)
+class MptcpLimits:
+    """The in-kernel MPTCP path manager's limits of a host's namespace."""
+
+    node: str
+    """Host whose namespace is changed."""
+    subflows: int
+    """Extra subflows a connection may open (beyond its first)."""
+    add_addr_accepted: int
+    """Addresses a peer announces (ADD_ADDR) that a connection opens subflows to."""
+
+
+@dataclass(frozen=True, slots=True)
+class MptcpEndpoint:
+    """An address the host's MPTCP path manager announces to its peers (a ``signal``
+    endpoint): a peer that connected to another of the host's addresses opens a subflow
+    to it."""
+
+    node: str
+    """Host owning dev."""
+    address: str
+    """The announced address (no prefix length)."""
+    dev: str
+    """Its interface."""
+
+
+@dataclass(frozen=True, slots=True)
 class Nft:
     """A whole nftables table loaded with ``nft -f`` in the node's namespace."""
 
@@ -219,6 +248,8 @@ Op = (
     | PrioQdisc
     | TcBpf
     | PortMap
+    | MptcpLimits
+    | MptcpEndpoint
     | Nft
 )
 TcOp = Qdisc | PrioQdisc | TcBpf
@@ -331,6 +362,19 @@ def host_ops(topo: Topology, host: str) -> list[Op]:
         ]
         hops.append((str(gw), port))
     ops.append(_multipath(host, addr.baseline_prefix(), hops, f"src {base}"))
+    return ops + (mptcp_ops(topo, host) if topo.mptcp != "off" else [])
+
+
+def mptcp_ops(topo: Topology, host: str) -> list[Op]:
+    """One MPTCP subflow per plane (docs/lab.md, "MPTCP"): a connection goes to the peer's
+    plane-0 address, and each host announces its addresses in planes 1.. (``signal``), so
+    the client opens a subflow to each; the lab's per-plane routes carry it in that plane
+    and give it that plane's source address. The kernel allows at most
+    MPTCP_MAX_SUBFLOWS extra subflows: planes beyond are not announced and carry none."""
+    extra = min(topo.planes - 1, MPTCP_MAX_SUBFLOWS)
+    ops: list[Op] = [MptcpLimits(host, extra, extra)]
+    for plane in range(1, extra + 1):
+        ops.append(MptcpEndpoint(host, str(addr.host_address(topo, plane, host)), f"p{plane}"))
     return ops
 
 
@@ -462,6 +506,10 @@ def ip_line(lab: str, op: Op) -> str:
         return f"neigh replace {op.ip} lladdr {op.lladdr} dev {op.dev} nud permanent"
     if isinstance(op, Route):
         return f"route replace {op.dst} {op.spec}"
+    if isinstance(op, MptcpLimits):
+        return f"mptcp limits set subflow {op.subflows} add_addr_accepted {op.add_addr_accepted}"
+    if isinstance(op, MptcpEndpoint):
+        return f"mptcp endpoint add {op.address} dev {op.dev} signal"
     raise TypeError(f"{type(op).__name__} is not an ip op")
 
 
@@ -512,7 +560,9 @@ def op_devs(op: Op) -> tuple[str, ...]:
         return op.devs
     if isinstance(op, LinkUp | Addr | Neigh | Qdisc | PrioQdisc | TcBpf):
         return (op.dev,)
-    return ()  # a PortMap entry survives a cut; rewriting it would zero its counters
+    # A PortMap entry survives a cut (rewriting it would zero its counters), and so do the
+    # MPTCP path manager's limits and endpoints (adding an endpoint again is refused).
+    return ()
 
 
 def describe(op: Op) -> str:

@@ -274,7 +274,7 @@ def _status(args: argparse.Namespace) -> int:
         f"  {t.planes} planes x ({t.racks} T0 + {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, host links {t.host_link.rate_bps / 1e6:g} Mbit/s, "
         f"fabric links {t.fabric_link.rate_bps / 1e6:g} Mbit/s, MTU {t.host_link.mtu}, "
-        f"SRv6 by {t.srv6}"
+        f"SRv6 by {t.srv6}, MPTCP endpoints {t.mptcp}"
     )
     if ports:
         total = {k: sum(p[k] for p in ports) for k in ("trimmed", "dropped", "marked")}

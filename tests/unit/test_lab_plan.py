@@ -221,3 +221,39 @@ def test_restore_ops_cover_what_admin_down_deletes(ops: list[P.Op]) -> None:
     on_dev = [op for op in ops if op.node == "t0-p0-0" and "t1-p0-1" in P.op_devs(op)]
     kinds = {type(op).__name__ for op in on_dev}
     assert {"LinkUp", "Addr", "Neigh", "Route", "Qdisc"} <= kinds
+
+
+def _mptcp(ops: list[P.Op], host: str) -> list[str]:
+    return [
+        P.ip_line("lab", op)
+        for op in ops
+        if isinstance(op, P.MptcpLimits | P.MptcpEndpoint) and op.node == host
+    ]
+
+
+def test_every_host_announces_its_planes_1_and_up_for_mptcp() -> None:
+    topo = replace(preset("default"), srv6="seg6local")
+    ops = P.build(topo)
+    assert _mptcp(ops, "h4") == [
+        "mptcp limits set subflow 3 add_addr_accepted 3",
+        "mptcp endpoint add fcbb:bb01:a004:: dev p1 signal",
+        "mptcp endpoint add fcbb:bb02:a004:: dev p2 signal",
+        "mptcp endpoint add fcbb:bb03:a004:: dev p3 signal",
+    ]
+    assert not [op for op in ops if isinstance(op, P.MptcpEndpoint) and op.dev == "p0"]
+    assert not [op for op in ops if isinstance(op, P.MptcpLimits) and op.node.startswith("t")]
+    # announced once an address is there, and never re-applied by a restore (the kernel
+    # keeps them across admin down; adding one again is refused)
+    kinds = [type(op).__name__ for op in ops if op.node == "h4"]
+    assert kinds.index("MptcpLimits") > max(i for i, k in enumerate(kinds) if k == "Addr")
+    assert all(P.op_devs(op) == () for op in ops if isinstance(op, P.MptcpEndpoint))
+
+
+def test_mptcp_off_plans_none_and_the_kernel_cap_holds_above_9_planes() -> None:
+    off = replace(preset("tiny"), srv6="seg6local", mptcp="off")
+    assert not [op for op in P.build(off) if isinstance(op, P.MptcpLimits | P.MptcpEndpoint)]
+    wide = replace(preset("tiny"), srv6="seg6local", planes=12)
+    lines = _mptcp(P.build(wide), "h0")
+    assert lines[0] == "mptcp limits set subflow 8 add_addr_accepted 8"
+    assert len(lines) == 1 + P.MPTCP_MAX_SUBFLOWS
+    assert lines[-1] == "mptcp endpoint add fcbb:bb08:a000:: dev p8 signal"
