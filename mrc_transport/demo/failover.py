@@ -36,6 +36,7 @@ from labs.paths import paths
 from labs.topology import Topology, namespace
 from mrc_transport.demo.live import LiveSnapshot, format_fault
 from mrc_transport.harness import schedule as sched
+from mrc_transport.harness.baselines import FlowKind
 from mrc_transport.harness.errors import HarnessError, unwrap
 from mrc_transport.harness.linkload import (
     PLACEHOLDERS,
@@ -49,7 +50,6 @@ from mrc_transport.harness.pauses import Pause, PauseWatch
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.report import (
     FaultRow,
-    FlowKind,
     FlowReport,
     explain_stalls,
     failover_report,

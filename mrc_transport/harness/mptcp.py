@@ -22,7 +22,7 @@ from typing import Any
 
 from labs import netns
 from labs.topology import namespace
-from mrc_transport.harness.errors import HarnessError
+from mrc_transport.harness.errors import Unavailable
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 SOL_MPTCP = 284
@@ -75,17 +75,17 @@ def settings(lab: str, host: str) -> dict[str, Any]:
 
 
 def check_ready(lab: str, hosts: Sequence[str]) -> None:
-    """HarnessError (one line) unless MPTCP can run between these hosts of the lab."""
+    """Unavailable (one line) unless MPTCP can run between these hosts of the lab."""
     for host in hosts:
         with netns.entered(namespace(lab, host)):
             enabled = read_settings().get("enabled")
         if enabled is None:
-            raise HarnessError(
+            raise Unavailable(
                 "this kernel has no MPTCP (no /proc/sys/net/mptcp): leave mptcp out of "
                 "--baselines, e.g. --baselines tcp"
             )
         if enabled != "1":
-            raise HarnessError(
+            raise Unavailable(
                 f"MPTCP is off in {host}'s namespace (net.mptcp.enabled={enabled}): leave "
                 "mptcp out of --baselines, e.g. --baselines tcp"
             )

@@ -17,14 +17,14 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mrc_transport import jsonl
+from mrc_transport.harness.baselines import FlowKind
 from mrc_transport.harness.fairness import fairness
 from mrc_transport.harness.pauses import Pause, longest_overlap
 from mrc_transport.harness.timeline import FaultResult, FlowFault, FlowTotals, Stall
 
-FlowKind = Literal["mrc", "tcp"]
 REPORT_VERSION = 1
 
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
+from mrc_transport.harness.baselines import FlowKind
 from mrc_transport.harness.fairness import fairness
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.plot import timeline_png
-from mrc_transport.harness.report import FlowKind
 from mrc_transport.harness.timeline import FaultWindow
 from mrc_transport.harness.windows import window_rates
 from mrc_transport.repro.figures import series_of
