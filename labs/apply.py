@@ -62,8 +62,10 @@ Progress = Callable[[int], None]
 
 
 def ip_job(lab: str, node: str, ops: Sequence[Op]) -> Job:
+    """The node's ip ops in one batch; -6 because every address of the lab is IPv6 and
+    `ip rule` does not take the family from the address it is given."""
     lines = "".join(ip_line(lab, op) + "\n" for op in ops)
-    return Job(node, ("ip", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
+    return Job(node, ("ip", "-6", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
 
 
 def tc_job(lab: str, node: str, ops: Sequence[TcOp]) -> Job:

@@ -28,8 +28,11 @@ PORT_PROGRAM = "mrc_port"
 HTB_HIGH, HTB_LOW = 0x10010, 0x10020
 """htb classids 1:10 and 1:20 of a trimming port: stubs go high, everything else low."""
 MPTCP_MAX_SUBFLOWS = 8
-"""The kernel's cap on a connection's extra subflows and on the addresses it accepts
+"""The kernel's cap on a connection's extra subflows and on a namespace's endpoints
 (MPTCP_PM_ADDR_MAX: `ip mptcp limits set subflow 9` is refused)."""
+MPTCP_TABLE = 200
+"""Plane p's source routing table for MPTCP is MPTCP_TABLE + p (its rule's pref 1000 + p)."""
+MPTCP_RULE_PREF = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,23 +208,37 @@ class MptcpLimits:
     node: str
     """Host whose namespace is changed."""
     subflows: int
-    """Extra subflows a connection may open (beyond its first)."""
-    add_addr_accepted: int
+    """Extra subflows a connection may have (beyond its first): those it opens, and those
+    its peer opens to it."""
+    add_addr_accepted: int = 0
     """Addresses a peer announces (ADD_ADDR) that a connection opens subflows to."""
 
 
 @dataclass(frozen=True, slots=True)
 class MptcpEndpoint:
-    """An address the host's MPTCP path manager announces to its peers (a ``signal``
-    endpoint): a peer that connected to another of the host's addresses opens a subflow
-    to it."""
+    """A local address the host's MPTCP path manager opens an extra subflow from (a
+    ``subflow`` endpoint), to the address the connection was made to."""
 
     node: str
     """Host owning dev."""
     address: str
-    """The announced address (no prefix length)."""
+    """The subflow's source address (no prefix length)."""
     dev: str
     """Its interface."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRule:
+    """Policy routing: packets from ``src`` are routed by ``table`` (``ip -6 rule``)."""
+
+    node: str
+    """Host whose rules change."""
+    src: str
+    """Source address (no prefix length)."""
+    table: int
+    """Routing table it selects."""
+    pref: int
+    """The rule's priority (before main's 32766)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +267,7 @@ Op = (
     | PortMap
     | MptcpLimits
     | MptcpEndpoint
+    | SourceRule
     | Nft
 )
 TcOp = Qdisc | PrioQdisc | TcBpf
@@ -366,15 +384,34 @@ def host_ops(topo: Topology, host: str) -> list[Op]:
 
 
 def mptcp_ops(topo: Topology, host: str) -> list[Op]:
-    """One MPTCP subflow per plane (docs/lab.md, "MPTCP"): a connection goes to the peer's
-    plane-0 address, and each host announces its addresses in planes 1.. (``signal``), so
-    the client opens a subflow to each; the lab's per-plane routes carry it in that plane
-    and give it that plane's source address. The kernel allows at most
-    MPTCP_MAX_SUBFLOWS extra subflows: planes beyond are not announced and carry none."""
+    """One MPTCP subflow per plane (docs/lab.md, "MPTCP"). A client binds its plane-0
+    address and connects to the peer's baseline address, which every plane routes; its
+    path manager then opens a subflow from its address in each plane 1.. (``subflow``
+    endpoints) to that same address, and a rule per plane address routes whatever leaves
+    from it through that plane's port. Nobody announces an address: when both ends do,
+    their subflows to each other's cross, each end's own attempt uses up its limit, each
+    refuses the other's, and a loaded connection kept one subflow (seen on tiny). A
+    server's own attempts, from its plane addresses to the client's plane-0 address,
+    find no route in their plane's table and fail at once, leaving its limit to the
+    client's. The kernel allows at most MPTCP_MAX_SUBFLOWS endpoints and extra subflows:
+    planes beyond carry none."""
     extra = min(topo.planes - 1, MPTCP_MAX_SUBFLOWS)
-    ops: list[Op] = [MptcpLimits(host, extra, extra)]
-    for plane in range(1, extra + 1):
-        ops.append(MptcpEndpoint(host, str(addr.host_address(topo, plane, host)), f"p{plane}"))
+    ops: list[Op] = [MptcpLimits(host, extra)]
+    gw = str(addr.link_local(topo, topo.t0(0, topo.rack_of(host))))  # every T0's is the same
+    for plane in range(extra + 1):
+        here, port, table = (
+            str(addr.host_address(topo, plane, host)),
+            f"p{plane}",
+            MPTCP_TABLE + plane,
+        )
+        ops += [
+            SourceRule(host, here, table, MPTCP_RULE_PREF + plane),
+            Route(host, addr.baseline_prefix(), f"via {gw} dev {port} table {table}", (port,)),
+            Route(host, addr.block_prefix(plane), f"via {gw} dev {port} table {table}", (port,)),
+            Route(host, "unreachable ::/0", f"table {table}", ()),
+        ]
+        if plane:
+            ops.append(MptcpEndpoint(host, here, port))
     return ops
 
 
@@ -509,7 +546,9 @@ def ip_line(lab: str, op: Op) -> str:
     if isinstance(op, MptcpLimits):
         return f"mptcp limits set subflow {op.subflows} add_addr_accepted {op.add_addr_accepted}"
     if isinstance(op, MptcpEndpoint):
-        return f"mptcp endpoint add {op.address} dev {op.dev} signal"
+        return f"mptcp endpoint add {op.address} dev {op.dev} subflow"
+    if isinstance(op, SourceRule):
+        return f"rule add from {op.src} table {op.table} pref {op.pref}"
     raise TypeError(f"{type(op).__name__} is not an ip op")
 
 
@@ -561,7 +600,8 @@ def op_devs(op: Op) -> tuple[str, ...]:
     if isinstance(op, LinkUp | Addr | Neigh | Qdisc | PrioQdisc | TcBpf):
         return (op.dev,)
     # A PortMap entry survives a cut (rewriting it would zero its counters), and so do the
-    # MPTCP path manager's limits and endpoints (adding an endpoint again is refused).
+    # MPTCP path manager's limits and endpoints (adding an endpoint again is refused) and
+    # the rules (adding one again doubles it).
     return ()
 
 
