@@ -48,12 +48,33 @@ class Baseline:
         return ["--mptcp"] if self.mptcp else ["--rehash"] if self.rehash else []
 
     def address(self, topo: Topology, dst: str) -> str:
-        """Where the sender connects: MPTCP to the receiver's plane-0 address (its first
-        subflow in plane 0, the others to the addresses announced), TCP to the address
-        every plane's ECMP routes lead to."""
-        if self.mptcp:
-            return str(addressing.host_address(topo, 0, dst))
+        """Where the sender connects: the receiver's baseline address, which every plane
+        routes (TCP: through the fabric's ECMP routes; MPTCP: each subflow through its own
+        plane, docs/lab.md "MPTCP")."""
         return str(addressing.baseline_address(topo, dst))
+
+    def source(self, topo: Topology, src: str) -> str | None:
+        """The address the sender binds: MPTCP its plane-0 address, so that its first
+        subflow is plane 0's (the lab's source rule routes it there) and the path manager
+        adds one from each other plane; TCP none (the ECMP route's source)."""
+        return str(addressing.host_address(topo, 0, src)) if self.mptcp else None
+
+    def send_args(self, topo: Topology, src: str, dst: str, port: int) -> list[str]:
+        """`tcpflow send`'s arguments but how much to send (-t or -n)."""
+        source = self.source(topo, src)
+        bind = ["--bind", source] if source is not None else []
+        return [
+            "send",
+            self.address(topo, dst),
+            "--port",
+            str(port),
+            *bind,
+            *self.tcpflow_options(),
+        ]
+
+    def recv_args(self, port: int, flow: str) -> list[str]:
+        """`tcpflow recv`'s arguments but where the records go."""
+        return ["recv", "--port", str(port), "--flow", flow, *self.tcpflow_options()]
 
 
 BASELINES: dict[str, Baseline] = {

@@ -98,10 +98,10 @@ class Flows:
     def receiver_argv(self, flow: Flow) -> list[str]:
         records = str(self.records_path(flow))
         if flow.kind != "mrc":
-            argv = ["recv", "--port", str(flow.port), "--flow", flow.name, "--records", records]
+            argv = [*baseline(flow.kind).recv_args(flow.port, flow.name), "--records", records]
             if flow.streams > 1:
                 argv += ["--streams", str(flow.streams)]
-            return tcpflow_argv(*argv, *baseline(flow.kind).tcpflow_options())
+            return tcpflow_argv(*argv)
         events = ["--events", str(self.receiver_events_path(flow))] if flow.events else []
         return perf_argv(
             "-s", "-1", "--lab", self.lab, "-p", str(flow.port), "--json-stream", "-i", "0",
@@ -112,10 +112,10 @@ class Flows:
         limit = ["-n", str(flow.nbytes)] if flow.nbytes else ["-t", f"{flow.seconds:.3f}"]
         if flow.kind != "mrc":
             b = baseline(flow.kind)
-            argv = ["send", b.address(self.topo, flow.dst), "--port", str(flow.port), *limit]
+            argv = [*b.send_args(self.topo, flow.src, flow.dst, flow.port), *limit]
             if flow.streams > 1:
                 argv += ["-P", str(flow.streams)]
-            return tcpflow_argv(*argv, *b.tcpflow_options())
+            return tcpflow_argv(*argv)
         argv = ["-c", flow.dst, "--lab", self.lab, "-p", str(flow.port), *limit]
         if flow.streams > 1:
             argv += ["-P", str(flow.streams)]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from labs import netns
+from labs import kernel, netns
 from labs.topology import namespace
 from mrc_transport.harness.errors import Unavailable
 
@@ -74,16 +74,25 @@ def settings(lab: str, host: str) -> dict[str, Any]:
     }
 
 
+NO_KERNEL = (
+    "this kernel has no MPTCP (no /proc/sys/net/mptcp): leave mptcp out of --baselines, "
+    "e.g. --baselines tcp"
+)
+
+
+def check_kernel() -> None:
+    """Unavailable (one line) on a kernel built without MPTCP, before any lab is built."""
+    if not kernel.has_mptcp():
+        raise Unavailable(NO_KERNEL)
+
+
 def check_ready(lab: str, hosts: Sequence[str]) -> None:
     """Unavailable (one line) unless MPTCP can run between these hosts of the lab."""
     for host in hosts:
         with netns.entered(namespace(lab, host)):
             enabled = read_settings().get("enabled")
         if enabled is None:
-            raise Unavailable(
-                "this kernel has no MPTCP (no /proc/sys/net/mptcp): leave mptcp out of "
-                "--baselines, e.g. --baselines tcp"
-            )
+            raise Unavailable(NO_KERNEL)
         if enabled != "1":
             raise Unavailable(
                 f"MPTCP is off in {host}'s namespace (net.mptcp.enabled={enabled}): leave "
