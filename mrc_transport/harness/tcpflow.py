@@ -25,6 +25,7 @@ import argparse
 import gc
 import hashlib
 import json
+import signal
 import socket
 import sys
 import threading
@@ -134,6 +135,15 @@ def _first_difference(pattern: Pattern, offset: int, data: memoryview) -> int:
     return len(data)
 
 
+class Stopped(Exception):
+    """SIGTERM to a receiver: it ends with what arrived so far (a baseline still stalled
+    when an experiment is over is stopped, and its records say how long it had stalled)."""
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise Stopped
+
+
 @dataclass
 class RecvResult:
     """What the receiver saw."""
@@ -143,6 +153,7 @@ class RecvResult:
     nbytes: int = 0
     verified: bool = True
     first_bad_offset: int | None = None
+    stopped: bool = False
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -151,6 +162,7 @@ class RecvResult:
             "bytes": self.nbytes,
             "verified": self.verified,
             "first_bad_offset": self.first_bad_offset,
+            "stopped": self.stopped,
             "records": len(self.records),
             "t_first": self.records[0].t_mono if self.records else None,
             "t_last": self.records[-1].t_mono if self.records else None,
@@ -239,14 +251,17 @@ def _drain(
     next_progress = time.monotonic() + progress_s
     conn.settimeout(None)
     stream.pin(conn)  # its ACKs keep one path too (or move as the data does)
-    while (n := conn.recv_into(buf)) > 0:
-        t = time.monotonic()
-        result.records.append(Delivery(t, n, flow))
-        result.nbytes += n
-        verifier.feed(view[:n])
-        if on_progress is not None and progress_s > 0 and t >= next_progress:
-            on_progress(t, result.nbytes)
-            next_progress = t + progress_s
+    try:
+        while (n := conn.recv_into(buf)) > 0:
+            t = time.monotonic()
+            result.records.append(Delivery(t, n, flow))
+            result.nbytes += n
+            verifier.feed(view[:n])
+            if on_progress is not None and progress_s > 0 and t >= next_progress:
+                on_progress(t, result.nbytes)
+                next_progress = t + progress_s
+    except Stopped:
+        result.stopped = True
     result.verified, result.first_bad_offset = verifier.ok, verifier.first_bad
     return result
 
@@ -443,9 +458,19 @@ def _positive(text: str) -> int:
 
 def _run_recv(args: argparse.Namespace) -> int:
     sock = listen(args.port, args.bind, stream=_stream(args))
+    # the drain runs in this thread, where the signal is handled (the main one, when run
+    # as a program; a test may call main in another, without the handler)
+    handle = args.streams == 1 and threading.current_thread() is threading.main_thread()
+    if handle:
+        signal.signal(signal.SIGTERM, _stop)
     with sock:
         _emit({"event": "listening", "port": sock.getsockname()[1], "t_mono": time.monotonic()})
-        result = _receive(args, sock)
+        try:
+            result = _receive(args, sock)
+        except Stopped:  # before a sender connected
+            result = RecvResult(args.flow, stopped=True)
+        if handle:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if args.records:
         write_records(args.records, result.records)
     else:
