@@ -31,6 +31,8 @@ MPTCP_SUBFLOW_ADDRS = 3
 SYSCTLS = ("enabled", "path_manager", "scheduler", "stale_loss_cnt")
 """net.mptcp.* written into the reports: whether it is on, who opens subflows, who picks
 the subflow for each packet, and how many RTOs without progress mark a subflow stale."""
+CONGESTION_CONTROL = Path("/proc/sys/net/ipv4/tcp_congestion_control")
+"""Each subflow's congestion control, as every TCP flow's in the namespace."""
 SYSCTL_DIR = Path("/proc/sys/net/mptcp")
 """The calling thread's namespace's MPTCP sysctls (/proc/sys/net resolves at open)."""
 _SUBFLOW_DATA = struct.Struct("=IIII")
@@ -63,12 +65,14 @@ def _ip_mptcp(lab: str, host: str, *what: str) -> str:
 
 
 def settings(lab: str, host: str) -> dict[str, Any]:
-    """The host's MPTCP as the kernel has it: the sysctls, the path manager's limits and
-    endpoints (`ip mptcp`), for the reports."""
+    """The host's MPTCP as the kernel has it: the sysctls (and the congestion control its
+    subflows run), the path manager's limits and endpoints (`ip mptcp`), for the reports."""
     with netns.entered(namespace(lab, host)):
         sysctls = read_settings()
+        cc = CONGESTION_CONTROL.read_text().strip()
     return {
         **{f"net.mptcp.{k}": v for k, v in sysctls.items()},
+        "net.ipv4.tcp_congestion_control": cc,
         "limits": _ip_mptcp(lab, host, "limits", "show"),
         "endpoints": _ip_mptcp(lab, host, "endpoint", "show").splitlines(),
     }

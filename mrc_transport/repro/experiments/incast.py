@@ -1,6 +1,6 @@
 """`incast`: 7 -> 1 incast with a victim flow that shares switch ports with it but not its
-receiver; the victim's goodput during the incast against its goodput alone, with MRC and
-with TCP over ECMP.
+receiver; the victim's goodput during the incast against its goodput alone, with MRC,
+with TCP over ECMP and with MPTCP (the paper has no MPTCP: a comparison).
 
 Paper (mrc-protocol-notes.md, "Headline comparisons"): with a 7 -> 1 incast beside it,
 MRC leaves the victim untouched; DCQCN (RoCE's congestion control) costs the victim
@@ -11,7 +11,8 @@ from the last host of rack 1 to h1 in rack 0, so it crosses the same T0 uplinks 
 downlinks as the incast (the ports it shares), but not h0's port, where the incast
 queues. Every flow starts at once; each incast sender sends its share of ``incast_s``
 seconds of the receiver's line rate, then the victim runs on alone for ``alone_s``. A run
-with TCP flows, then one with MRC flows.
+with TCP flows, one with MPTCP flows (in this one-plane fabric one subflow each: hashed
+like TCP), then one with MRC flows.
 
 There is no PFC in the lab: what hurts RoCE's victim in the paper (pause frames from the
 incast's port spreading upstream) cannot happen here. A single-path victim still loses
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
-from mrc_transport.harness.baselines import FlowKind
+from mrc_transport.harness.baselines import LABELS, FlowKind
 from mrc_transport.harness.fairness import fairness
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.plot import timeline_png
@@ -51,6 +52,7 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    compared,
     need,
     sender_seconds,
 )
@@ -103,7 +105,11 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     duration = incast_s + k.alone_s
     share = int(k.incast_s * topo.host_link.rate_bps * topo.planes / 8 / k.senders)
     runs = []
-    transports: tuple[tuple[FlowKind, int], ...] = (("tcp", TCP_BASE_PORT), ("mrc", MRC_BASE_PORT))
+    transports: tuple[tuple[FlowKind, int], ...] = (
+        ("tcp", TCP_BASE_PORT),
+        ("mptcp", TCP_BASE_PORT),
+        ("mrc", MRC_BASE_PORT),
+    )
     for kind, base in transports:
         msg = MSG_LEN if kind == "mrc" else None
         victim = Flow(
@@ -174,7 +180,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             f"{mbit(n['victim_alone_bps'])} alone: {pct(n['victim_fraction'])}"
         )
 
-    rows = (
+    rows = [
         Row(
             f"{k.senders} -> 1 incast: MRC leaves the victim untouched",
             lab("mrc"),
@@ -193,8 +199,18 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             "flows ECMP hashed onto its links can take from it",
             in_range,
         ),
-    )
-    return Findings(rows, {"senders": k.senders, **nums})
+    ]
+    if "mptcp" in nums:
+        mptcp = nums["mptcp"]["victim_fraction"]
+        rows.append(
+            compared(
+                f"{k.senders} -> 1 incast: Linux MPTCP",
+                lab("mptcp"),
+                f"the MPTCP victim kept {pct(mptcp)} of its goodput alone, MRC's "
+                f"{pct(mrc)}, TCP's {pct(tcp)}",
+            )
+        )
+    return Findings(tuple(rows), {"senders": k.senders, **nums})
 
 
 def _pct1(x: float | None) -> str:
@@ -211,7 +227,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
             flow = merged(res.deliveries, names, key)
             series[key] = series_of(flow, res.t_origin, res.t_stop, 0.1, res.t_origin)
             kinds[key] = kind
-            legend[key] = f"{role}, {'MRC' if kind == 'mrc' else 'TCP over ECMP'}"
+            legend[key] = f"{role}, {LABELS.get(kind, kind)}"
     mrc = next(r for r in results if r.run.name == "mrc")
     (_, b), _ = windows(mrc, k)
     shade = FaultWindow(
@@ -223,7 +239,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
         kinds,
         [shade],
         0.0,
-        title=f"{k.senders} -> 1 incast beside a victim flow: MRC versus TCP over ECMP",
+        title=f"{k.senders} -> 1 incast beside a victim flow: MRC, TCP over ECMP and MPTCP",
         legend=legend,
     )
 
@@ -231,7 +247,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
 EXPERIMENT = Experiment(
     name="incast",
     code="inc",
-    title="7 -> 1 incast beside a victim flow: MRC vs TCP over ECMP",
+    title="7 -> 1 incast beside a victim flow: MRC vs TCP over ECMP and MPTCP",
     paper="7 -> 1 incast with a victim flow that shares a switch port but not the receiver: "
     "MRC leaves the victim untouched; DCQCN costs the victim 25-75%.",
     fabric=Fabric(
