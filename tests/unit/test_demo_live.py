@@ -91,3 +91,18 @@ async def test_run_live_redraws_until_told_to_stop(autojump_clock: trio.testing.
     assert source.calls == 4
     assert trio.current_time() - start == pytest.approx(0.2 * 3)
     assert "fault 3" in console.export_text()
+
+
+def test_a_multipath_baseline_gets_a_panel_per_plane() -> None:
+    snap = LiveSnapshot(
+        t=1.0,
+        flows=[("mrc", "mrc", 200e6), ("mptcp", "mptcp", 150e6), ("tcp-rehash", "tcp-rehash", 0)],
+        planes=[(0, 50e6), (1, 50e6)],
+        other_planes=[("MPTCP", [(0, 75e6), (1, 0.0)])],
+        flow_scale_bps=200e6,
+        plane_scale_bps=100e6,
+    )
+    text = _text(render(snap))
+    assert "MPTCP per plane" in text
+    assert "TCP rehash" in text
+    assert "  75.0 Mbit/s" in text
