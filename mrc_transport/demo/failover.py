@@ -9,14 +9,14 @@ Theory of operation. On one host pair in different racks, the demo
    with a subflow per plane; harness/tcpflow.py) and `mrc perf -s -1`, each writing one
    delivery record per receive, and counts each baseline's bytes per port where ECMP
    chooses (harness/flowlinks.py);
-3. starts the baseline senders and, from those counters, finds each one's path; the
-   pinned TCP flow's T0-T1 link fills the schedule's placeholders (@tcp-link, @tcp-t1,
-   @src-port);
+3. starts the baseline senders and, from those counters, finds each one's path and the
+   pinned TCP flow's T0-T1 link;
 4. starts the MRC client (`mrc perf -c --json-stream`); its ``start`` event is t_origin,
    the zero of the schedule and of every figure;
 5. plays the schedule (labs/faults.py logs each fault with time.monotonic()) while the live
-   view draws the flows, the planes and the faults, and reads each baseline's path again
-   just before each fault (a rehash or a cut may have moved it);
+   view draws the flows, the planes and the faults; just before each fault it reads each
+   baseline's path again (a rehash or a cut may have moved it) and fills the fault's
+   placeholders (@tcp-link, @tcp-t1, @src-port) from the pinned TCP flow's link then;
 6. waits for every flow (a baseline still stalled GRACE_S after its end is stopped, its
    stall then "still stalled"), then analyses (demo/failover_analysis.py) and writes
    report.json and timeline.png.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -246,12 +246,28 @@ class Run:
     def flows(self) -> list[flowlinks.Flow]:
         return [flowlinks.Flow(self.cfg.port(k), self.src, self.dst) for k in self.cfg.baselines]
 
-    def read_paths(self, before: flowlinks.Counts) -> dict[str, flowlinks.FlowPath]:
-        after = flowlinks.read(self.cfg.lab, self.counted)
+    def read(self) -> dict[flowlinks.Key, int]:
+        return flowlinks.read(self.cfg.lab, self.counted)
+
+    def paths_between(
+        self, before: flowlinks.Counts, after: flowlinks.Counts
+    ) -> dict[str, flowlinks.FlowPath]:
         return {
             k: flowlinks.flow_path(self.cfg.topo, before, after, f)
             for k, f in zip(self.cfg.baselines, self.flows, strict=True)
         }
+
+    def source_link(self, before: flowlinks.Counts, after: flowlinks.Counts) -> str | None:
+        """The T0-T1 link the placeholders' baseline (the pinned TCP flow) carried most of
+        its data on; None without one, or when it sent nothing then (stalled)."""
+        source = self.cfg.placeholder_source
+        if source is None:
+            return None
+        flow = self.flows[[str(k) for k in self.cfg.baselines].index(source)]
+        try:
+            return flowlinks.busiest_uplink(self.cfg.topo, before, after, flow)
+        except HarnessError:
+            return None
 
 
 async def _start_baselines(run: Run, nursery: Any) -> None:
@@ -277,27 +293,27 @@ async def _start_baselines(run: Run, nursery: Any) -> None:
 
 
 async def _measure_paths(run: Run) -> None:
-    """Each baseline's path while they run alone; the placeholders from the pinned one."""
+    """Each baseline's path while they run alone; the pinned one's link."""
     import trio
 
     cfg, out = run.cfg, run.out
-    before = await trio.to_thread.run_sync(flowlinks.read, cfg.lab, run.counted)
+    before = await trio.to_thread.run_sync(run.read)
     await trio.sleep(MEASURE_S)  # the measurement window itself, not a wait for a condition
-    out.start_paths = await trio.to_thread.run_sync(run.read_paths, before)
-    source = cfg.placeholder_source
-    bindings: dict[str, str] = {}
-    if source is not None:
-        after = await trio.to_thread.run_sync(flowlinks.read, cfg.lab, run.counted)
-        flow = run.flows[cfg.baselines.index(source)]
-        out.tcp_link = flowlinks.busiest_uplink(cfg.topo, before, after, flow)
-        bindings = bindings_for(cfg.topo, out.tcp_link, run.src)
-        _say(
-            run.console,
-            f"{source.upper()} flow {run.src} -> {run.dst} hashed onto [bold]{out.tcp_link}[/] "
-            f"(plane {cfg.topo.link(out.tcp_link).plane}); starting MRC",
+    after = await trio.to_thread.run_sync(run.read)
+    out.start_paths = run.paths_between(before, after)
+    if cfg.placeholder_source is None:
+        return
+    link = run.source_link(before, after)
+    if link is None:
+        raise HarnessError(
+            f"no T0-T1 link carried the {cfg.placeholder_source} flow {run.src} -> {run.dst}"
         )
-    out.steps = sched.resolve(cfg.steps, bindings)
-    sched.check_targets(out.steps, cfg.topo)
+    out.tcp_link = link
+    _say(
+        run.console,
+        f"{cfg.placeholder_source.upper()} flow {run.src} -> {run.dst} hashed onto "
+        f"[bold]{link}[/] (plane {cfg.topo.link(link).plane}); starting MRC",
+    )
 
 
 async def _transfer(run: Run) -> None:
@@ -356,21 +372,61 @@ async def _finish_baselines(run: Run) -> None:
         run.out.ends[kind] = end
 
 
-async def _watch_paths(run: Run) -> None:
-    """Each baseline's path just before each fault step (not the restores)."""
+async def _read_before(
+    run: Run, step: Step
+) -> tuple[dict[str, flowlinks.FlowPath], str | None] | None:
+    """Each baseline's path, and the pinned one's link, just before a step (PATH_BEFORE_S);
+    None when there is no time left for it."""
     import trio
 
+    t_a, t_b = (run.out.t_origin + step.at - lead for lead in PATH_BEFORE_S)
+    if t_b <= time.monotonic():
+        return None  # too close to the step before: its reading stands
+    await trio.sleep(max(0.0, t_a - time.monotonic()))
+    before = await trio.to_thread.run_sync(run.read)
+    await trio.sleep(max(0.0, t_b - time.monotonic()))
+    after = await trio.to_thread.run_sync(run.read)
+    return run.paths_between(before, after), run.source_link(before, after)
+
+
+def _bound(run: Run, step: Step, link: str, bound: dict[str, str]) -> Step:
+    """The step with its placeholder given a target: a fault's from the pinned flow's link
+    now, an undo the target its fault was given."""
+    if step.target not in PLACEHOLDERS:
+        return step
+    if isinstance(step.fault, Restore | Unfail) and step.target in bound:
+        target = bound[step.target]
+    else:
+        target = bindings_for(run.cfg.topo, link, run.src)[step.target]
+        bound[step.target] = target
+    return replace(step, fault=replace(step.fault, target=target))
+
+
+async def _play_schedule(run: Run, on_step: Any) -> None:
+    """The schedule in time order. Just before each fault, every baseline's path is read
+    again, and the fault's placeholders are bound to the link the pinned flow is on then:
+    it moves (a hard cut deletes its route at once; after a few RTOs in a row the kernel
+    looks its route up again, which may pick another plane), and "@tcp-link" means the
+    link that carries it when the fault strikes."""
+    import trio
+
+    from labs.faults import Lab
+
     cfg, out = run.cfg, run.out
-    for i, step in enumerate(out.steps):
-        if isinstance(step.fault, Restore | Unfail):
-            continue
-        t_a, t_b = (out.t_origin + step.at - lead for lead in PATH_BEFORE_S)
-        if t_b <= time.monotonic():
-            continue  # too close to the one before: that one's path stands
-        await trio.sleep(max(0.0, t_a - time.monotonic()))
-        before = await trio.to_thread.run_sync(flowlinks.read, cfg.lab, run.counted)
-        await trio.sleep(max(0.0, t_b - time.monotonic()))
-        out.fault_paths[i] = await trio.to_thread.run_sync(run.read_paths, before)
+    lab, link = Lab(cfg.lab), out.tcp_link
+    bound: dict[str, str] = {}
+    for step in sorted(cfg.steps, key=lambda s: s.at):
+        if not isinstance(step.fault, Restore | Unfail):
+            read = await _read_before(run, step)
+            if read is not None:
+                out.fault_paths[len(out.steps)] = read[0]
+                link = read[1] or link
+        step = _bound(run, step, link, bound)
+        out.steps.append(step)
+        await trio.sleep(max(0.0, out.t_origin + step.at - time.monotonic()))
+        t_before = time.monotonic()
+        result = await trio.to_thread.run_sync(partial(step.fault.apply, lab))
+        on_step(step, result, t_before, time.monotonic())
 
 
 async def _play_faults(run: Run, cli: Child) -> int:
@@ -378,7 +434,6 @@ async def _play_faults(run: Run, cli: Child) -> int:
     exit code."""
     import trio
 
-    from labs.faults import Lab
     from mrc_transport.demo.live import run_live
 
     cfg, out = run.cfg, run.out
@@ -390,10 +445,7 @@ async def _play_faults(run: Run, cli: Child) -> int:
 
     async with trio.open_nursery() as flows:
         done = trio.Event()
-        flows.start_soon(
-            partial(sched.run_schedule, Lab(cfg.lab), out.steps, out.t_origin, on_step=played)
-        )
-        flows.start_soon(_watch_paths, run)
+        flows.start_soon(_play_schedule, run, played)
         if cfg.live:
             ports: dict[str, int] = {k: cfg.port(k) for k in cfg.baselines}
             flows.start_soon(poll_ports, run.state, cfg.lab, run.src, ports, 0.25)

@@ -120,9 +120,9 @@ def _floor(f: FlowReport) -> str:
 
 def _legend(kinds: Sequence[str]) -> str:
     words = {
-        "tcp": "TCP pinned to its ECMP path",
-        "tcp-rehash": "TCP rehash moved to another path on each RTO (Linux's default)",
-        "mptcp": "MPTCP a subflow per plane",
+        "tcp": "TCP: no rehash on RTO (SO_TXREHASH off)",
+        "tcp-rehash": "TCP rehash: Linux's default, another path on each RTO",
+        "mptcp": "MPTCP: a subflow per plane",
     }
     said = "; ".join(words[k] for k in kinds if k in words)
     return (
