@@ -185,8 +185,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
                 f"lowest 200 ms bin {pct(m['lowest_bin_fraction'])} of before, mean "
                 f"{pct(m['mean_fraction'])}, longest gap at a cut {ms(m['longest_gap_s'])}",
                 f"MPTCP's lowest bin {pct(m['lowest_bin_fraction'])} and mean "
-                f"{pct(m['mean_fraction'])}, MRC's {pct(lowest)} and {pct(mean)} (a cut deletes "
-                "the T0's route: the kernel moves a subflow at once)",
+                f"{pct(m['mean_fraction'])}, MRC's {pct(lowest)} and {pct(mean)}",
             )
         )
     return Findings(tuple(rows), numbers)
