@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from mrc_transport.harness.linkload import read_tx_counters
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.timeline import FaultWindow, analyse
 from tests.lab.conftest import running_tiny_lab
+from tests.lab.flowprocs import next_event, tcpflow
 
 pytestmark = pytest.mark.lab
 
@@ -36,22 +36,7 @@ def lab() -> Iterator[str]:
 
 
 def _tcpflow(lab: str, host: str, *args: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "mrc_transport.harness.tcpflow", *args, "--mptcp"]
-    return subprocess.Popen(
-        ["ip", "netns", "exec", namespace(lab, host), *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _event(proc: subprocess.Popen[str], name: str) -> dict[str, object]:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        obj = json.loads(line)
-        if obj.get("event") == name:
-            return dict(obj)
-    raise AssertionError(f"no {name!r}: {proc.stderr.read() if proc.stderr else ''}")
+    return tcpflow(namespace(lab, host), *args, "--mptcp")
 
 
 def _transfer(
@@ -64,11 +49,11 @@ def _transfer(
                   "--progress", "0.05")  # fmt: skip
     tx = None
     try:
-        _event(rx, "listening")
+        next_event(rx, "listening")
         dst = str(addressing.baseline_address(TINY, DST))
         src = str(addressing.host_address(TINY, 0, SRC))
         tx = _tcpflow(lab, SRC, "send", dst, "--bind", src, "--port", PORT, "-t", str(seconds))
-        _event(rx, "progress")
+        next_event(rx, "progress")
         if during is not None:
             during()
         tx_out, tx_err = tx.communicate(timeout=seconds + 60)
