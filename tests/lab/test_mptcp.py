@@ -5,7 +5,6 @@ is refused in one line. The stall a cut leaves is printed as a figure, not bound
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from mrc_transport.harness.linkload import read_tx_counters
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.timeline import FaultWindow, analyse
 from tests.lab.conftest import running_tiny_lab
-from tests.lab.flowprocs import next_event, tcpflow
+from tests.lab.flowprocs import ends, next_event, stop, tcpflow
 
 pytestmark = pytest.mark.lab
 
@@ -56,18 +55,10 @@ def _transfer(
         next_event(rx, "progress")
         if during is not None:
             during()
-        tx_out, tx_err = tx.communicate(timeout=seconds + 60)
-        rx_out, rx_err = rx.communicate(timeout=60)
+        sent, received = ends(rx, tx, seconds + 60)
     finally:
-        for p in (rx, tx):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert tx.returncode == 0, tx_err
-    assert rx.returncode == 0, rx_err
-    end: dict[str, Any] = json.loads(tx_out.strip().splitlines()[-1])
-    end["rx"] = json.loads(rx_out.strip().splitlines()[-1])
-    return end
+        stop(rx, tx)
+    return {**sent, "rx": received}
 
 
 def test_one_connection_has_a_subflow_per_plane_and_every_port_carries_data(

@@ -17,7 +17,7 @@ import pytest
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
 from tests.lab.conftest import require_root_netns
-from tests.lab.flowprocs import next_event, tcpflow
+from tests.lab.flowprocs import ends, next_event, stop, tcpflow
 
 pytestmark = pytest.mark.lab
 
@@ -112,17 +112,9 @@ def _run_flow(
             _gray(pair.a, "va", False)
             _gray(pair.b, "vb", False)
             marks.append(time.monotonic())
-        tx_out, tx_err = tx.communicate(timeout=seconds + 30)
-        rx_out, rx_err = rx.communicate(timeout=30)
+        sent, end = ends(rx, tx, seconds + 30)
     finally:
-        for p in (rx, tx):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert tx.returncode == 0, tx_err
-    assert rx.returncode == 0, rx_err
-    sent = json.loads(tx_out.strip().splitlines()[-1])
-    end = json.loads(rx_out.strip().splitlines()[-1])
+        stop(rx, tx)
     return sent, end, marks
 
 
