@@ -2,7 +2,8 @@
 (a projector's terminal), then the lines that say how to read it.
 
 One row per fault: when, what, where, MRC's stall and recovery, and each baseline's stall
-(harness/baselines.py), or "off path" when the fault hit none of that baseline's links.
+and recovery (harness/baselines.py), or "off path" when the fault hit none of that
+baseline's links.
 A stall that outlasts the run reads "> N s (still stalled)": the figure is how long it had
 lasted when the run ended, a lower bound.
 """
@@ -49,11 +50,14 @@ def stall_cell(
 
 
 def baseline_cell(b: BaselineFault | None) -> str:
+    """A baseline's stall, and under it its recovery ("rec -": not within the fault's
+    window); "off path" when the fault was not on its path."""
     if b is None:
         return "-"
     if b.on_path is False:
         return OFF_PATH
-    return stall_cell(b.stall_ms, b.stall_open)
+    rec = "-" if b.recovery_ms is None else duration(b.recovery_ms)
+    return f"{stall_cell(b.stall_ms, b.stall_open)}\nrec {rec}"
 
 
 def fault_label(kind: str, action: str) -> str:
@@ -127,7 +131,8 @@ def _legend(kinds: Sequence[str]) -> str:
     said = "; ".join(words[k] for k in kinds if k in words)
     return (
         f"{said}. {OFF_PATH}: the fault hit none of that flow's links or switches when it "
-        "struck; > N s (still stalled): it had not delivered again when the run ended"
+        "struck; > N s (still stalled): it had not delivered again when the run ended; "
+        "rec: until its goodput held 90% of its own before (-: not within the fault's window)"
     )
 
 

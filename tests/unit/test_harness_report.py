@@ -364,6 +364,8 @@ def test_the_table_fits_80_columns_with_three_baselines_and_cuts_no_target() -> 
         assert header in " ".join(text.split()), header
     assert "still stalled" in text
     assert "3.56 s" in text
+    assert "rec 3.40 s" in text  # a baseline's recovery under its stall
+    assert "rec -" in text  # none within the window
 
 
 def test_a_stall_that_outlasts_the_run_is_a_lower_bound_in_words() -> None:

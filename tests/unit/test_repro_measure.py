@@ -346,3 +346,11 @@ def test_loss_has_an_mptcp_row_per_level() -> None:
     mptcp = [r for r in found.rows if "MPTCP" in r.claim]
     assert [r.agrees for r in mptcp] == [None, None]
     assert "MPTCP kept less of its lossless goodput than MRC (50% against 9" in mptcp[0].verdict
+
+
+def test_a_gap_still_open_at_the_end_is_a_lower_bound_in_words() -> None:
+    from mrc_transport.repro.measure import gap
+
+    assert gap(0.25) == "250 ms"
+    assert gap(3.2, open_ended=True) == "> 3200 ms (still stalled)"
+    assert gap(None, open_ended=True) == "-"

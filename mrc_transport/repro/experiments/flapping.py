@@ -28,7 +28,7 @@ from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import goodput, longest_stall
 from mrc_transport.repro.figures import run_timeline
-from mrc_transport.repro.measure import back_to, ms, pct, rate, ratio, secs, warm
+from mrc_transport.repro.measure import back_to, gap, ms, pct, rate, ratio, secs, warm
 from mrc_transport.repro.spec import (
     Experiment,
     Fabric,
@@ -98,12 +98,13 @@ def figures(topo: Topology, k: Knobs, res: RunResult) -> dict[str, Any]:
     during = rate(res.deliveries, [name], t_a, t_b)
     series = goodput(res.deliveries, res.t_origin, res.t_stop, BIN_S)
     times = sorted(d.t_mono for d in res.deliveries)
-    gap = longest_stall(times, t_a, t_b, res.t_origin, res.t_stop)
+    stall = longest_stall(times, t_a, t_b, res.t_origin, res.t_stop)
     return {
         "baseline_bps": before,
         "flapping_bps": during,
         "flapping_fraction": ratio(during, before),
-        "longest_gap_s": None if gap is None else gap.duration,
+        "longest_gap_s": None if stall is None else stall.duration,
+        "longest_gap_open": bool(stall and stall.open_ended),
         "back_to_full_s": back_to(series, t_b, 0.9 * before, res.t_stop),
         "flapping_s": [round(t_a - res.t_origin, 3), round(t_b - res.t_origin, 3)],
     }
@@ -126,7 +127,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     lab = (
         f"{len(links)} of {topo.planes} links of {res.run.flows[0].dst} flapping "
         f"({k.count} x {k.period:g} s): {pct(frac)} of before, longest gap "
-        f"{ms(gap_s)}"
+        f"{gap(gap_s, n['longest_gap_open'])}"
     )
     rows = [
         Row(
@@ -152,10 +153,12 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
         rows.append(
             compared(
                 "Half of one host's links flapping: Linux MPTCP, a subflow per plane",
-                f"{pct(m['flapping_fraction'])} of before, longest gap {ms(m['longest_gap_s'])}"
-                f"; back to 90% {secs(m['back_to_full_s'])} after the last restore",
+                f"{pct(m['flapping_fraction'])} of before, longest gap "
+                f"{gap(m['longest_gap_s'], m['longest_gap_open'])}; back to 90% "
+                f"{secs(m['back_to_full_s'])} after the last restore",
                 f"MPTCP kept {pct(m['flapping_fraction'])} of before, MRC {pct(frac)}; "
-                f"longest gaps {ms(m['longest_gap_s'])} and {ms(gap_s)}",
+                f"longest gaps {gap(m['longest_gap_s'], m['longest_gap_open'])} and "
+                f"{gap(gap_s, n['longest_gap_open'])}",
             )
         )
     return Findings(tuple(rows), numbers)

@@ -30,7 +30,7 @@ from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import FaultWindow, FlowFault, Params, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
-from mrc_transport.repro.measure import back_to, first_fault, mbit, ms, pct, rate, ratio
+from mrc_transport.repro.measure import back_to, first_fault, gap, mbit, ms, pct, rate, ratio
 from mrc_transport.repro.spec import (
     Experiment,
     Fabric,
@@ -131,8 +131,8 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     rows = [
         Row(
             "A NIC port lost: a brief interruption, under a second on the testbed",
-            f"longest gap {ms(stall)}; at 90% of the {pct(share)} of paths left after "
-            f"{ms(ff.recovery_s)}",
+            f"longest gap {gap(stall, numbers['stall_open'])}; at 90% of the {pct(share)} of "
+            f"paths left after {ms(ff.recovery_s)}",
             "agrees" if brief else "differs: the interruption lasted a second or more",
             brief,
         ),
@@ -159,17 +159,18 @@ def _mptcp(
     fault = first_fault(res, "fail")
     ff, back, during = _around(res, fault, share)
     stall = None if ff.stall is None else ff.stall.duration
+    still = bool(ff.stall and ff.stall.open_ended)
     rows.append(
         compared(
             "A NIC port lost: Linux MPTCP, a subflow per plane",
-            f"longest gap {ms(stall)}; at 90% of the {pct(share)} of subflows left after "
-            f"{ms(ff.recovery_s)}; back to full {ms(back)} after the port returned",
-            f"MPTCP's longest gap {ms(stall)}, MRC's {ms(mrc_stall)}",
+            f"longest gap {gap(stall, still)}; at 90% of the {pct(share)} of subflows left "
+            f"after {ms(ff.recovery_s)}; back to full {ms(back)} after the port returned",
+            f"MPTCP's longest gap {gap(stall, still)}, MRC's {ms(mrc_stall)}",
         )
     )
     return {
         "stall_s": stall,
-        "stall_open": bool(ff.stall and ff.stall.open_ended),
+        "stall_open": still,
         "settle_s": ff.recovery_s,
         "down_fraction": ratio(during, ff.baseline_bps),
         "back_to_full_s": back,
