@@ -252,3 +252,36 @@ def test_rehash_and_mptcp_are_one_or_the_other(capsys: pytest.CaptureFixture[str
         main(["recv", "--rehash", "--mptcp"])
     assert info.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_receiver_stopped_mid_transfer_keeps_what_arrived(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    records = tmp_path / "tcp.jsonl"
+    rx = subprocess.Popen(
+        [sys.executable, "-m", "mrc_transport.harness.tcpflow", "recv", "--bind", "::1",
+         "--port", "0", "--records", str(records), "--progress", "1e-9", "--seed", "test"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert rx.stdout is not None
+        port = json.loads(rx.stdout.readline())["port"]
+        with socket.create_connection(("::1", port)) as sender:
+            sender.sendall(bytes(PAT.slice(0, 100_000)))
+            for line in rx.stdout:  # its first progress line: bytes arrived, still open
+                if json.loads(line)["event"] == "progress":
+                    break
+            os.kill(rx.pid, signal.SIGTERM)
+            out, _ = rx.communicate(timeout=30)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+    end = json.loads(out.strip().splitlines()[-1])
+    assert end["stopped"] is True, out
+    assert end["verified"] is True  # every byte that came matched
+    assert 0 < end["bytes"] <= 100_000
+    assert rx.returncode == 0
+    assert sum(d.nbytes for d in read_records(records)) == end["bytes"]
