@@ -354,3 +354,16 @@ def test_a_gap_still_open_at_the_end_is_a_lower_bound_in_words() -> None:
     assert gap(0.25) == "250 ms"
     assert gap(3.2, open_ended=True) == "> 3200 ms (still stalled)"
     assert gap(None, open_ended=True) == "-"
+
+
+def test_an_incast_that_outlasts_the_run_is_not_measured_not_an_error() -> None:
+    k = incast.Knobs()
+    topo = incast.EXPERIMENT.fabric.build()
+    tcp = _incast_run("tcp", 10e6, k)
+    starved = tcp.run.flows[1].name  # one sender starved until after the run's end
+    tcp.deliveries.append(Delivery(tcp.t_stop + 1.0, 1000, starved))
+    found = incast.measure(topo, k, [tcp, _incast_run("mrc", 19.8e6, k)])
+    (row,) = found.rows
+    assert row.agrees is None
+    assert "outlasted the tcp run" in row.lab
+    assert found.numbers["tcp"]["victim_alone_bps"] is None

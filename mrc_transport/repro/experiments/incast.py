@@ -147,14 +147,17 @@ def windows(res: RunResult, k: Knobs) -> tuple[tuple[float, float], tuple[float,
     return during, alone
 
 
+def _rate(res: RunResult, names: list[str], t0: float, t1: float) -> float | None:
+    """None for an empty window: an incast sender that took longer than the run (TCP
+    starved one for 8 s on a busy machine) leaves the victim no time alone."""
+    return rate(res.deliveries, names, t0, t1) if t1 > t0 else None
+
+
 def run_numbers(res: RunResult, k: Knobs) -> dict[str, Any]:
     (a, b), (c, d) = windows(res, k)
     names = incast_names(res)
-    per_flow = window_rates(res.deliveries, names, a, b)
-    victim_in, victim_alone = (
-        rate(res.deliveries, [VICTIM], a, b),
-        rate(res.deliveries, [VICTIM], c, d),
-    )
+    per_flow = window_rates(res.deliveries, names, a, b) if b > a else {}
+    victim_in, victim_alone = _rate(res, [VICTIM], a, b), _rate(res, [VICTIM], c, d)
     return {
         "victim_during_bps": victim_in,
         "victim_alone_bps": victim_alone,
@@ -169,6 +172,8 @@ def run_numbers(res: RunResult, k: Knobs) -> dict[str, Any]:
 def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     nums = {r.run.name: run_numbers(r, k) for r in results}
     mrc, tcp = nums["mrc"]["victim_fraction"], nums["tcp"]["victim_fraction"]
+    if mrc is None or tcp is None:
+        return _unmeasured(k, nums)
     untouched = mrc is not None and mrc >= UNTOUCHED
     tcp_cost = None if tcp is None else 1 - tcp
     in_range = tcp_cost is not None and 0.25 <= tcp_cost <= 0.75
@@ -211,6 +216,18 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             )
         )
     return Findings(tuple(rows), {"senders": k.senders, **nums})
+
+
+def _unmeasured(k: Knobs, nums: dict[str, Any]) -> Findings:
+    """A run whose incast outlasted it: its victim was never alone, nothing to compare."""
+    short = [kind for kind, n in nums.items() if n["victim_fraction"] is None]
+    row = Row(
+        f"{k.senders} -> 1 incast: MRC leaves the victim untouched; DCQCN costs it 25-75%",
+        f"the incast outlasted the {', '.join(short)} run: its victim was never alone",
+        "not measured: run it again (a longer --topology run, or a quieter machine)",
+        None,
+    )
+    return Findings((row,), {"senders": k.senders, **nums})
 
 
 def _pct1(x: float | None) -> str:
