@@ -23,8 +23,9 @@
     many CPUs were busy outside our processes meanwhile (/proc/stat minus our children:
     other work, or ksoftirqd), since a shared machine moves these figures by 2x and more.
 (b) the shaped `default` lab (4 planes x 100 Mbit/s per host): one MRC connection vs the
-    sum of the host's port rates, and one iperf3 TCP flow (baseline ECMP: one plane) vs
-    one port's rate.
+    sum of the host's port rates, one iperf3 TCP flow (baseline ECMP: one plane) vs one
+    port's rate, and one MPTCP connection (harness/tcpflow.py --mptcp, every byte checked:
+    a subflow per plane, docs/lab.md "MPTCP") vs the sum of the ports.
 
 Run as root: .venv/bin/python bench/perf.py [--seconds N] [--repeat N] [--only unshaped|shaped]
 """
@@ -41,6 +42,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -514,6 +516,38 @@ def _print_sender_split(runs: dict[str, list[Run]], seconds: float) -> None:
     print()
 
 
+def mptcp(lab: str, topo: Topology, src: str, dst: str, seconds: float) -> float:
+    """Goodput of one verified MPTCP connection (the failover demo's baseline)."""
+    from mrc_transport.harness.baselines import baseline
+
+    b, port = baseline("mptcp"), 5302
+    flow = [sys.executable, "-m", "mrc_transport.harness.tcpflow"]
+    with tempfile.TemporaryDirectory() as tmp:
+        records = os.path.join(tmp, "mptcp.jsonl")
+        rx = subprocess.Popen(
+            ["ip", "netns", "exec", namespace(lab, dst), *flow,
+             *b.recv_args(port, "mptcp"), "--records", records],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert rx.stdout is not None
+            rx.stdout.readline()  # {"event": "listening", ...}: it is ready
+            tx = subprocess.run(
+                ["ip", "netns", "exec", namespace(lab, src), *flow,
+                 *b.send_args(topo, src, dst, port), "-t", str(seconds)],
+                capture_output=True, text=True, timeout=seconds + 60,
+            )  # fmt: skip
+            rx_end = json.loads(rx.communicate(timeout=60)[0].strip().splitlines()[-1])
+        finally:
+            if rx.poll() is None:
+                rx.kill()
+                rx.wait()
+    sent = json.loads(tx.stdout.strip().splitlines()[-1])
+    if tx.returncode != 0 or not rx_end["verified"] or rx_end["bytes"] != sent["bytes_sent"]:
+        raise RuntimeError(f"MPTCP flow failed or not verified: {tx.stderr.strip()[-300:]}")
+    return float(sent["bytes_sent"] * 8 / (sent["t_end"] - sent["t_start"]))
+
+
 def shaped(seconds: float) -> None:
     topo = preset("default")
     lab = "bq" + uuid.uuid4().hex[:6]
@@ -522,6 +556,7 @@ def shaped(seconds: float) -> None:
         src, dst = "h0", "h4"  # different racks
         m = mrc(lab, src, dst, seconds).bps
         t = iperf3(lab, topo, src, dst, seconds, udp=False).bps
+        mp = mptcp(lab, topo, src, dst, seconds)
     finally:
         down(lab)
     port = topo.host_link.rate_bps
@@ -535,6 +570,7 @@ def shaped(seconds: float) -> None:
         f"    iperf3 TCP, 1 flow     {t / 1e6:7.1f} Mbit/s = {t / port:.3f} of one port, "
         f"{t / total:.3f} of all"
     )
+    print(f"    MPTCP, 1 connection    {mp / 1e6:7.1f} Mbit/s = {mp / total:.3f} of all ports")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,8 +62,10 @@ Progress = Callable[[int], None]
 
 
 def ip_job(lab: str, node: str, ops: Sequence[Op]) -> Job:
+    """The node's ip ops in one batch; -6 because every address of the lab is IPv6 and
+    `ip rule` does not take the family from the address it is given."""
     lines = "".join(ip_line(lab, op) + "\n" for op in ops)
-    return Job(node, ("ip", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
+    return Job(node, ("ip", "-6", "-n", namespace(lab, node), "-b", "-"), tuple(ops), lines)
 
 
 def tc_job(lab: str, node: str, ops: Sequence[TcOp]) -> Job:
@@ -205,6 +207,7 @@ def up(
         raise LabError(
             "this kernel has no seg6local routes (CONFIG_IPV6_SEG6_LWTUNNEL): use srv6: bpf"
         )
+    topo = _decide_mptcp(topo)
     if lab_exists(lab):
         if not force:
             raise LabError(f"lab {lab!r} exists: `mrc lab down --name {lab}` or use --force")
@@ -238,6 +241,17 @@ def up(
     run_jobs(cfg, tick)
     save_state(replace(state, complete=True))
     return time.perf_counter() - t0
+
+
+def _decide_mptcp(topo: Topology) -> Topology:
+    """ "auto" on where the kernel has MPTCP, off where not; "on" needs it."""
+    if topo.mptcp == "off":
+        return topo
+    if kernel.has_mptcp():
+        return replace(topo, mptcp="on")
+    if topo.mptcp == "on":
+        raise LabError("this kernel has no MPTCP (CONFIG_MPTCP): use mptcp: off")
+    return replace(topo, mptcp="off")
 
 
 def down(lab: str) -> int:

@@ -2,7 +2,8 @@
 
 Some kernels are built without CONFIG_IPV6_SEG6_LWTUNNEL: they route IPv6 but have no
 seg6local routes, so a switch cannot run the SRv6 End behaviours. The lab then runs them
-as a tc-BPF program (labs/bpf/srv6_switch.c) instead.
+as a tc-BPF program (labs/bpf/srv6_switch.c) instead. Some are built without CONFIG_MPTCP:
+the lab then configures no MPTCP endpoints.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from functools import cache
+from pathlib import Path
 from typing import Literal
 
 Dataplane = Literal["seg6local", "bpf"]
@@ -31,6 +33,15 @@ def has_seg6local() -> bool:
         return res.returncode == 0
     finally:
         _ip("netns", "del", ns)
+
+
+MPTCP_SYSCTLS = Path("/proc/sys/net/mptcp")
+"""Present when the kernel has MPTCP (CONFIG_MPTCP); every namespace has its own values."""
+
+
+def has_mptcp() -> bool:
+    """Whether the kernel has MPTCP (its sysctls exist)."""
+    return (MPTCP_SYSCTLS / "enabled").exists()
 
 
 def srv6_dataplane() -> Dataplane:

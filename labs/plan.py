@@ -27,6 +27,12 @@ PORT_PROGRAM = "mrc_port"
 """Trimming and RED marking on a switch port's egress (labs/bpf/mrc_port.c)."""
 HTB_HIGH, HTB_LOW = 0x10010, 0x10020
 """htb classids 1:10 and 1:20 of a trimming port: stubs go high, everything else low."""
+MPTCP_MAX_SUBFLOWS = 8
+"""The kernel's cap on a connection's extra subflows and on a namespace's endpoints
+(MPTCP_PM_ADDR_MAX: `ip mptcp limits set subflow 9` is refused)."""
+MPTCP_TABLE = 200
+"""Plane p's source routing table for MPTCP is MPTCP_TABLE + p (its rule's pref 1000 + p)."""
+MPTCP_RULE_PREF = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,46 @@ class TcBpf:
 
 
 @dataclass(frozen=True, slots=True)
+class MptcpLimits:
+    """The in-kernel MPTCP path manager's limits of a host's namespace."""
+
+    node: str
+    """Host whose namespace is changed."""
+    subflows: int
+    """Extra subflows a connection may have (beyond its first): those it opens, and those
+    its peer opens to it."""
+    add_addr_accepted: int = 0
+    """Addresses a peer announces (ADD_ADDR) that a connection opens subflows to."""
+
+
+@dataclass(frozen=True, slots=True)
+class MptcpEndpoint:
+    """A local address the host's MPTCP path manager opens an extra subflow from (a
+    ``subflow`` endpoint), to the address the connection was made to."""
+
+    node: str
+    """Host owning dev."""
+    address: str
+    """The subflow's source address (no prefix length)."""
+    dev: str
+    """Its interface."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRule:
+    """Policy routing: packets from ``src`` are routed by ``table`` (``ip -6 rule``)."""
+
+    node: str
+    """Host whose rules change."""
+    src: str
+    """Source address (no prefix length)."""
+    table: int
+    """Routing table it selects."""
+    pref: int
+    """The rule's priority (before main's 32766)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Nft:
     """A whole nftables table loaded with ``nft -f`` in the node's namespace."""
 
@@ -219,6 +265,9 @@ Op = (
     | PrioQdisc
     | TcBpf
     | PortMap
+    | MptcpLimits
+    | MptcpEndpoint
+    | SourceRule
     | Nft
 )
 TcOp = Qdisc | PrioQdisc | TcBpf
@@ -333,6 +382,38 @@ def host_ops(topo: Topology, host: str) -> list[Op]:
         ]
         hops.append((str(gw), port))
     ops.append(_multipath(host, addr.baseline_prefix(), hops, f"src {base}"))
+    return ops + (mptcp_ops(topo, host) if topo.mptcp != "off" else [])
+
+
+def mptcp_ops(topo: Topology, host: str) -> list[Op]:
+    """One MPTCP subflow per plane (docs/lab.md, "MPTCP"). A client binds its plane-0
+    address and connects to the peer's baseline address, which every plane routes; its
+    path manager then opens a subflow from its address in each plane 1.. (``subflow``
+    endpoints) to that same address, and a rule per plane address routes whatever leaves
+    from it through that plane's port. Nobody announces an address: when both ends do,
+    their subflows to each other's cross, each end's own attempt uses up its limit, each
+    refuses the other's, and a loaded connection kept one subflow (seen on tiny). A
+    server's own attempts, from its plane addresses to the client's plane-0 address,
+    find no route in their plane's table and fail at once, leaving its limit to the
+    client's. The kernel allows at most MPTCP_MAX_SUBFLOWS endpoints and extra subflows:
+    planes beyond carry none."""
+    extra = min(topo.planes - 1, MPTCP_MAX_SUBFLOWS)
+    ops: list[Op] = [MptcpLimits(host, extra)]
+    gw = str(addr.link_local(topo, topo.t0(0, topo.rack_of(host))))  # every T0's is the same
+    for plane in range(extra + 1):
+        here, port, table = (
+            str(addr.host_address(topo, plane, host)),
+            f"p{plane}",
+            MPTCP_TABLE + plane,
+        )
+        ops += [
+            SourceRule(host, here, table, MPTCP_RULE_PREF + plane),
+            Route(host, addr.baseline_prefix(), f"via {gw} dev {port} table {table}", (port,)),
+            Route(host, addr.block_prefix(plane), f"via {gw} dev {port} table {table}", (port,)),
+            Route(host, "unreachable ::/0", f"table {table}", ()),
+        ]
+        if plane:
+            ops.append(MptcpEndpoint(host, here, port))
     return ops
 
 
@@ -464,6 +545,12 @@ def ip_line(lab: str, op: Op) -> str:
         return f"neigh replace {op.ip} lladdr {op.lladdr} dev {op.dev} nud permanent"
     if isinstance(op, Route):
         return f"route replace {op.dst} {op.spec}"
+    if isinstance(op, MptcpLimits):
+        return f"mptcp limits set subflow {op.subflows} add_addr_accepted {op.add_addr_accepted}"
+    if isinstance(op, MptcpEndpoint):
+        return f"mptcp endpoint add {op.address} dev {op.dev} subflow"
+    if isinstance(op, SourceRule):
+        return f"rule add from {op.src} table {op.table} pref {op.pref}"
     raise TypeError(f"{type(op).__name__} is not an ip op")
 
 
@@ -514,7 +601,10 @@ def op_devs(op: Op) -> tuple[str, ...]:
         return op.devs
     if isinstance(op, LinkUp | Addr | Neigh | Qdisc | PrioQdisc | TcBpf):
         return (op.dev,)
-    return ()  # a PortMap entry survives a cut; rewriting it would zero its counters
+    # A PortMap entry survives a cut (rewriting it would zero its counters), and so do the
+    # MPTCP path manager's limits and endpoints (adding an endpoint again is refused) and
+    # the rules (adding one again doubles it).
+    return ()
 
 
 def describe(op: Op) -> str:

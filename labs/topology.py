@@ -26,6 +26,8 @@ EcnMode = Literal["none", "probability", "rate", "red"]
 ECN_MODES = ("none", "probability", "rate", "red")
 Srv6Mode = Literal["auto", "seg6local", "bpf"]
 SRV6_MODES = ("auto", "seg6local", "bpf")
+MptcpMode = Literal["auto", "on", "off"]
+MPTCP_MODES = ("auto", "on", "off")
 LinkKind = Literal["host-t0", "t0-t1"]
 
 LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -116,6 +118,10 @@ class Topology:
     """How switches run the SRv6 End behaviours: the kernel's seg6local routes, or a
     tc-BPF program on every switch port (labs/bpf/srv6_switch.c) where the kernel has no
     seg6local; "auto" picks seg6local when the kernel has it (labs/kernel.py)."""
+    mptcp: MptcpMode = "auto"
+    """Every host's plane ports as MPTCP endpoints, so that one MPTCP connection has a
+    subflow per plane (docs/lab.md, "MPTCP"): "on" needs a kernel with MPTCP, "auto" is on
+    where the kernel has it (labs/kernel.py), "off" leaves MPTCP unconfigured."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -214,6 +220,7 @@ class Topology:
                 "t0_t1": _class_to_dict(self.fabric_link),
             },
             "srv6": self.srv6,
+            "mptcp": self.mptcp,
         }
 
 
@@ -250,6 +257,8 @@ def validate(topo: Topology) -> None:
         _validate_class(label, lc)
     if topo.srv6 not in SRV6_MODES:
         raise TopologyError(f"srv6 must be one of {', '.join(SRV6_MODES)}, got {topo.srv6!r}")
+    if topo.mptcp not in MPTCP_MODES:
+        raise TopologyError(f"mptcp must be one of {', '.join(MPTCP_MODES)}, got {topo.mptcp!r}")
 
 
 def _validate_class(label: str, lc: LinkClass) -> None:
@@ -406,7 +415,7 @@ def from_dict(raw: object, where: str = "topology") -> Topology:
     if not isinstance(raw, Mapping):
         raise TopologyError(f"{where}: the top level must be a mapping")
     counts = {"planes", "racks", "hosts_per_rack", "t1_per_plane"}
-    _reject_unknown(raw, counts | {"links", "preset", "srv6"}, where)
+    _reject_unknown(raw, counts | {"links", "preset", "srv6", "mptcp"}, where)
     base = preset(str(raw["preset"])) if "preset" in raw else Topology()
     kwargs: dict[str, Any] = {k: _int(raw[k], f"{where}.{k}") for k in counts if k in raw}
     links = raw.get("links") or {}
@@ -421,8 +430,17 @@ def from_dict(raw: object, where: str = "topology") -> Topology:
     )
     if "srv6" in raw:
         kwargs["srv6"] = raw["srv6"]
+    if "mptcp" in raw:
+        kwargs["mptcp"] = _mptcp_mode(raw["mptcp"])
     merged = {f.name: getattr(base, f.name) for f in fields(Topology)} | kwargs
     return Topology(**merged)
+
+
+def _mptcp_mode(value: object) -> object:
+    """YAML reads a bare on/off as a boolean: take those as the words they were."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value
 
 
 def load_yaml(path: str | Path) -> Topology:

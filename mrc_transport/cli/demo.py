@@ -2,8 +2,9 @@
 mrc_transport/demo/ (failover.py, collisions.py).
 
     mrc demo failover [--preset P | --topology FILE] [--schedule FILE] [--duration S]
-                      [--out DIR] [--name LAB] [--no-live]
-    mrc demo collisions [--preset P | --topology FILE] [--duration S] [--out DIR] [--name LAB]
+                      [--baselines tcp,tcp-rehash,mptcp] [--out DIR] [--name LAB] [--no-live]
+    mrc demo collisions [--preset P | --topology FILE] [--duration S] [--baselines tcp,mptcp]
+                        [--out DIR] [--name LAB]
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ def register(subparsers: Any, help_text: str) -> None:
 def _register_failover(sub: Any) -> None:
     p = sub.add_parser(
         "failover",
-        help="cut links under an MRC transfer and a TCP flow",
-        description="cut links under an MRC transfer and a single-path TCP "
-        "flow; measure stalls and recovery",
+        help="cut links under an MRC transfer and its baselines (TCP, MPTCP)",
+        description="cut links under an MRC transfer and its baselines (single-path TCP, "
+        "TCP that Linux moves on RTO, MPTCP); measure stalls and recovery",
     )
     _common(p)
+    _baselines(p, "tcp,tcp-rehash,mptcp")
     p.add_argument(
         "--schedule", metavar="FILE", help="YAML list of faults (default: the workshop's)"
     )
@@ -63,11 +65,12 @@ def _register_failover(sub: Any) -> None:
 def _register_collisions(sub: Any) -> None:
     p = sub.add_parser(
         "collisions",
-        help="two-rack permutation: ECMP TCP versus MRC",
-        description="two-rack permutation traffic: single-path TCP over ECMP "
+        help="two-rack permutation: ECMP TCP and MPTCP versus MRC",
+        description="two-rack permutation traffic: single-path TCP over ECMP and MPTCP "
         "versus one MRC connection per pair",
     )
     _common(p)
+    _baselines(p, "tcp,mptcp")
     p.add_argument(
         "--duration", type=_seconds, default=8.0, metavar="S", help="seconds per run (default 8)"
     )
@@ -94,6 +97,16 @@ def _register_collisions(sub: Any) -> None:
         help="MRC spraying scheduler (default random, the paper's)",
     )
     p.set_defaults(func=_collisions)
+
+
+def _baselines(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--baselines",
+        default=default,
+        metavar="LIST",
+        help=f"the flows beside MRC, comma-separated: tcp (pinned to its ECMP path), "
+        f"tcp-rehash (moved on RTO), mptcp (a subflow per plane) (default {default})",
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -155,13 +168,18 @@ def _need_root() -> None:
 
 def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
-    from mrc_transport.demo.failover import FailoverConfig, default_schedule
+    from mrc_transport.demo.failover import (
+        FailoverConfig,
+        check_placeholders,
+        default_schedule,
+    )
     from mrc_transport.harness import schedule as sched
     from mrc_transport.harness.errors import HarnessError
     from mrc_transport.harness.patterns import pick_hosts
 
     topo, preset = _topology(args)
     try:
+        baselines = checked_baselines(args.baselines)
         steps = sched.load_schedule(args.schedule) if args.schedule else default_schedule()
         if args.duration is not None:
             steps = sched.scaled(steps, args.duration)
@@ -170,7 +188,7 @@ def failover_config(args: argparse.Namespace) -> Any:
         pick_hosts(topo, args.src, args.dst)
     except HarnessError as exc:
         raise UsageError(str(exc)) from None
-    return FailoverConfig(
+    cfg = FailoverConfig(
         topo=topo,
         lab=args.name,
         steps=tuple(steps),
@@ -180,7 +198,25 @@ def failover_config(args: argparse.Namespace) -> Any:
         preset=preset,
         src=args.src,
         dst=args.dst,
+        baselines=baselines,
     )
+    try:
+        check_placeholders(cfg)
+    except HarnessError as exc:
+        raise UsageError(str(exc)) from None
+    return cfg
+
+
+def checked_baselines(text: str) -> Any:
+    """--baselines parsed; MPTCP among them on a kernel without it: HarnessError (one line,
+    before any lab is built)."""
+    from mrc_transport.harness.baselines import parse_baselines, uses_mptcp
+    from mrc_transport.harness.mptcp import check_kernel
+
+    kinds = parse_baselines(text)
+    if uses_mptcp(kinds):
+        check_kernel()
+    return kinds
 
 
 def _failover(args: argparse.Namespace) -> int:
@@ -195,10 +231,12 @@ def _guarded(args: argparse.Namespace, run: Callable[[], dict[str, Any]]) -> int
     """A lab that exists or a bad target: usage (2). A run that went wrong (a child that
     failed, a command in the lab that failed): one line, exit 1. Not verified: exit 1."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.harness.errors import HarnessError
+    from mrc_transport.harness.errors import HarnessError, Unavailable
 
     try:
         doc = run()
+    except Unavailable as exc:  # this machine cannot run what was asked: the user's to change
+        raise UsageError(str(exc)) from None
     except (HarnessError, ApplyError) as exc:
         print(f"mrc demo {args.demo_command}: error: {exc}", file=sys.stderr)
         return 1
@@ -218,6 +256,9 @@ def _collisions(args: argparse.Namespace) -> int:
 
     topo, preset = _topology(args)
     try:
+        baselines = checked_baselines(args.baselines)
+        if "tcp-rehash" in baselines:
+            raise HarnessError("collisions runs tcp and mptcp (no fault moves a flow here)")
         topo = reshape(topo, args.planes, int(args.rate * 1e6))
         check_fabric(topo)
     except HarnessError as exc:
@@ -230,5 +271,6 @@ def _collisions(args: argparse.Namespace) -> int:
         out=Path(args.out),
         preset=preset,
         scheduler=args.scheduler,
+        baselines=baselines,
     )
     return _guarded(args, lambda: run_collisions(cfg))

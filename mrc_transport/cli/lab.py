@@ -277,7 +277,7 @@ def _status(args: argparse.Namespace) -> int:
         f"  {t.planes} planes x ({t.racks} T0 + {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, host links {format_rate(t.host_link.rate_bps, width=0)}, "
         f"fabric links {format_rate(t.fabric_link.rate_bps, width=0)}, MTU {t.host_link.mtu}, "
-        f"SRv6 by {t.srv6}"
+        f"SRv6 by {t.srv6}, MPTCP endpoints {t.mptcp}"
     )
     if ports:
         total = {k: sum(p[k] for p in ports) for k in ("trimmed", "dropped", "marked")}

@@ -2,7 +2,8 @@
 in mrc_transport/repro/ (engine.py runs the descriptions of experiments/).
 
     mrc repro NAME [--preset P | --topology FILE] [--out DIR] [--name LAB] [--quick]
-    mrc repro all  [--preset P | --topology FILE] [--out DIR] [--quick]
+                   [--baselines tcp,mptcp]
+    mrc repro all  [--preset P | --topology FILE] [--out DIR] [--quick] [--baselines ...]
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def register(subparsers: Any, help_text: str) -> None:
     p.add_argument(
         "--quick", action="store_true", help="a shortened run of seconds (what the lab tests run)"
     )
+    p.add_argument(
+        "--baselines",
+        default="tcp,mptcp",
+        metavar="LIST",
+        help="tcp (the paper's single-path baseline, always run) and mptcp (each experiment "
+        "again with Linux MPTCP, a subflow per plane) (default tcp,mptcp)",
+    )
     p.set_defaults(func=run)
 
 
@@ -94,6 +102,7 @@ def configs(args: argparse.Namespace) -> list[tuple[Experiment[Any], ReproConfig
     )
     if args.name and len(chosen) > 1:
         raise UsageError("--name names one lab: give it with one experiment, not all")
+    baselines = _baselines(args.baselines)
     out = []
     for exp in chosen:
         topo, label = fabric(exp, args)
@@ -104,8 +113,26 @@ def configs(args: argparse.Namespace) -> list[tuple[Experiment[Any], ReproConfig
         except HarnessError as exc:
             raise UsageError(f"{exp.name}: {exc}") from None
         folder = Path(args.out) / exp.name
-        out.append((exp, ReproConfig(topo, folder, args.name, args.quick, label)))
+        out.append((exp, ReproConfig(topo, folder, args.name, args.quick, label, baselines)))
     return out
+
+
+def _baselines(text: str) -> tuple[str, ...]:
+    """--baselines: tcp always (the experiments compare MRC with it), mptcp or not; on a
+    kernel without MPTCP, mptcp is one line (exit 2) before any lab is built."""
+    from mrc_transport.harness.baselines import parse_baselines
+    from mrc_transport.harness.errors import HarnessError
+    from mrc_transport.harness.mptcp import check_kernel
+
+    try:
+        kinds = parse_baselines(text)
+        if "tcp" not in kinds or "tcp-rehash" in kinds:
+            raise HarnessError("--baselines takes tcp (always) and mptcp: tcp or tcp,mptcp")
+        if "mptcp" in kinds:
+            check_kernel()
+    except HarnessError as exc:
+        raise UsageError(str(exc)) from None
+    return tuple(kinds)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,11 +152,13 @@ def _one(exp: Experiment[Any], cfg: ReproConfig) -> str:
     """Run one experiment: "verified", "NOT verified" or the one-line error it ended with.
     A lab that exists is the user's to fix (exit 2)."""
     from labs.errors import ApplyError, LabError
-    from mrc_transport.harness.errors import HarnessError
+    from mrc_transport.harness.errors import HarnessError, Unavailable
     from mrc_transport.repro.engine import run_experiment
 
     try:
         doc = run_experiment(exp, cfg)
+    except Unavailable as exc:  # MPTCP off in a namespace: the user's to change
+        raise UsageError(f"{exp.name}: {exc}") from None
     except (HarnessError, ApplyError) as exc:
         print(f"mrc repro {exp.name}: error: {exc}", file=sys.stderr)
         return f"error: {exc}"

@@ -1,11 +1,14 @@
-"""`mrc demo collisions`: two-rack permutation traffic, single-path TCP over ECMP versus MRC.
+"""`mrc demo collisions`: two-rack permutation traffic, single-path TCP over ECMP and MPTCP
+versus MRC.
 
 Every host of rack 0 sends to a distinct host of rack 1 and every host of rack 1 to a
 distinct host of rack 0, all at the same time (the paper's two-rack permutation,
 mrc-protocol-notes.md "Headline comparisons"). First as one pinned TCP flow per pair
 (harness/tcpflow.py: ECMP hashes each flow onto one port and one T1 without looking at the
-others, so some uplinks carry two flows and some none), then as one MRC connection per
-pair (`mrc perf`, sprayed over every plane and T1). Per-flow throughput is measured from
+others, so some uplinks carry two flows and some none), then as one MPTCP connection per
+pair (a subflow per plane, each hashed by ECMP like a TCP flow: in the demo's one plane,
+one subflow), then as one MRC connection per pair (`mrc perf`, sprayed over every plane
+and T1). Per-flow throughput is measured from
 the receivers' delivery records over a common window that skips the start-up, and reported
 with min/max and Jain's index (harness/fairness.py).
 
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
+from mrc_transport.harness.baselines import BaselineKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow, Flows
 from mrc_transport.harness.patterns import pair_flows, pair_name, permutation
@@ -45,6 +49,8 @@ class CollisionsConfig:
     """Preset name, for the report."""
     scheduler: str = "random"
     """MRC spraying scheduler (`mrc perf --scheduler`)."""
+    baselines: tuple[BaselineKind, ...] = ("tcp", "mptcp")
+    """The runs before MRC's: tcp (one pinned flow per pair), mptcp (one connection)."""
 
 
 def reshape(topo: Topology, planes: int, rate_bps: int) -> Topology:
@@ -103,10 +109,18 @@ async def _run(
     res.deliveries += run.deliveries()
 
 
-async def _tcp_run(
-    cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], children: Any, res: RunResult
+RUN_NAMES = {"tcp": "ecmp", "mptcp": "mptcp"}
+"""A baseline's run in the report (and its files' prefix)."""
+
+
+async def _baseline_run(
+    cfg: CollisionsConfig,
+    pairs: Sequence[tuple[str, str]],
+    kind: BaselineKind,
+    children: Any,
+    res: RunResult,
 ) -> None:
-    await _run(cfg, pair_flows(pairs, "tcp", cfg.duration), "ecmp", children, res)
+    await _run(cfg, pair_flows(pairs, kind, cfg.duration), RUN_NAMES[kind], children, res)
 
 
 async def _mrc_run(
@@ -147,12 +161,18 @@ def run_collisions(cfg: CollisionsConfig, console: Any = None) -> dict[str, Any]
         f"lab {cfg.lab}: {len(pairs)} flows between rack 0 and rack 1: " + ", ".join(flows),
         highlight=False,
     )
-    ecmp, mrc = _both_runs(cfg, pairs, console)
-    ecmp_bps, mrc_bps = _rates(ecmp, flows, cfg.duration), _rates(mrc, flows, cfg.duration)
+    runs = _all_runs(cfg, pairs, console)
+    rates = {name: _rates(res, flows, cfg.duration) for name, res in runs.items()}
     port = float(cfg.topo.host_link.rate_bps)
-    doc = _report(cfg, flows, ecmp, mrc, ecmp_bps, mrc_bps)
+    doc = _report(cfg, flows, runs, rates)
     write_json(cfg.out / "collisions.json", doc)
-    collisions_png(cfg.out / "collisions.png", ecmp_bps, mrc_bps, port)
+    collisions_png(
+        cfg.out / "collisions.png",
+        rates.get("ecmp", {}),
+        rates["mrc"],
+        port,
+        mptcp_bps=rates.get("mptcp"),
+    )
     _print(console, doc, flows)
     return doc
 
@@ -165,81 +185,91 @@ def _check(cfg: CollisionsConfig) -> None:
         raise HarnessError(f"--duration must be more than {WARMUP_S + TAIL_S:g} s")
 
 
-def _both_runs(
+RUN_WORDS = {
+    "tcp": "one single-path TCP flow per pair (ECMP)",
+    "mptcp": "one MPTCP connection per pair (a subflow per plane)",
+}
+
+
+def _all_runs(
     cfg: CollisionsConfig, pairs: Sequence[tuple[str, str]], console: Any
-) -> tuple[RunResult, RunResult]:
-    """TCP over ECMP, then MRC, on one lab that is always removed."""
+) -> dict[str, RunResult]:
+    """Each baseline's run, then MRC's, on one lab that is always removed."""
     import trio
 
     from labs.apply import down, up
     from mrc_transport.harness.errors import unwrap
+    from mrc_transport.harness.mptcp import check_ready
     from mrc_transport.harness.procs import Children
 
     children = Children(cfg.out / "logs")
-    ecmp, mrc = RunResult(), RunResult()
+    runs = {RUN_NAMES[k]: RunResult() for k in cfg.baselines} | {"mrc": RunResult()}
     try:
         up(cfg.topo, cfg.lab)
+        if "mptcp" in cfg.baselines:
+            check_ready(cfg.lab, sorted({h for pair in pairs for h in pair}))
         try:
-            console.print("run 1: one single-path TCP flow per pair (ECMP)", highlight=False)
-            trio.run(_tcp_run, cfg, pairs, children, ecmp)
-            console.print("run 2: one MRC connection per pair", highlight=False)
-            trio.run(_mrc_run, cfg, pairs, children, mrc)
+            for i, kind in enumerate(cfg.baselines):
+                console.print(f"run {i + 1}: {RUN_WORDS[kind]}", highlight=False)
+                trio.run(_baseline_run, cfg, pairs, kind, children, runs[RUN_NAMES[kind]])
+            console.print(f"run {len(runs)}: one MRC connection per pair", highlight=False)
+            trio.run(_mrc_run, cfg, pairs, children, runs["mrc"])
         except BaseExceptionGroup as group:
             raise unwrap(group) from None
     finally:
         children.kill_all()
         down(cfg.lab)
-    return ecmp, mrc
+    return runs
 
 
 def _report(
     cfg: CollisionsConfig,
     flows: Sequence[str],
-    ecmp: RunResult,
-    mrc: RunResult,
-    ecmp_bps: dict[str, float],
-    mrc_bps: dict[str, float],
+    runs: Mapping[str, RunResult],
+    rates: Mapping[str, dict[str, float]],
 ) -> dict[str, Any]:
     from mrc_transport.harness.report import collisions_report
 
     port = float(cfg.topo.host_link.rate_bps)
+    mrc = runs["mrc"]
     return collisions_report(
-        ecmp_bps,
-        mrc_bps,
+        rates.get("ecmp", {}),
+        rates["mrc"],
         port,
         verified=bool(mrc.verified) and all(mrc.verified.values()),
+        mptcp_bps=rates.get("mptcp"),
         meta={
             "lab": cfg.lab,
             "preset": cfg.preset,
             "duration_s": cfg.duration,
-            "window_s": {
-                "ecmp": _window_meta(ecmp, flows, cfg.duration),
-                "mrc": _window_meta(mrc, flows, cfg.duration),
-            },
+            "runs": list(runs),
+            "window_s": {n: _window_meta(r, flows, cfg.duration) for n, r in runs.items()},
             "pairs": list(flows),
             "planes": cfg.topo.planes,
             "scheduler": cfg.scheduler,
             "port_rate_bps": port,
             "host_rate_bps": port * cfg.topo.planes,
-            "ecmp_verified": ecmp.verified,
-            "mrc_verified": mrc.verified,
+            **{f"{n}_verified": r.verified for n, r in runs.items()},
         },
     )
+
+
+RUN_LABELS = {"ecmp": "TCP over ECMP", "mptcp": "MPTCP", "mrc": "MRC"}
 
 
 def _print(console: Any, doc: Mapping[str, Any], flows: Sequence[str]) -> None:
     from rich.table import Table
 
+    runs = [k for k in RUN_LABELS if doc.get(k, {}).get("flows")]
     table = Table(title="Two-rack permutation: per-flow throughput (Mbit/s)", title_justify="left")
-    for name in ("flow", "TCP over ECMP", "MRC"):
-        table.add_column(name, justify="left" if name == "flow" else "right")
+    table.add_column("flow")
+    for key in runs:
+        table.add_column(RUN_LABELS[key], justify="right")
     for f in flows:
-        table.add_row(
-            f, f"{doc['ecmp']['flows'][f] / 1e6:.1f}", f"{doc['mrc']['flows'][f] / 1e6:.1f}"
-        )
+        table.add_row(f, *(f"{doc[k]['flows'][f] / 1e6:.1f}" for k in runs))
     console.print(table)
-    for key, label in (("ecmp", "TCP over ECMP"), ("mrc", "MRC")):
-        d = doc[key]
+    for key in runs:
+        label, d = RUN_LABELS[key], doc[key]
         console.print(
             f"{label:14s} min/max {d['min_over_max']:.2f}  Jain {d['jain']:.3f}  "
             f"mean {d['mean_bps'] / 1e6:.1f} Mbit/s",

@@ -1,21 +1,25 @@
-"""`mrc demo failover`: break the fabric under an MRC transfer and a single-path TCP flow.
+"""`mrc demo failover`: break the fabric under an MRC transfer and its baselines.
 
 Theory of operation. On one host pair in different racks, the demo
 
-1. brings up the lab (``labs.apply.up``) under its own name;
-2. starts the receivers in the destination host's namespace: the TCP baseline
-   (harness/tcpflow.py) and `mrc perf -s -1`, both writing one delivery record per receive;
-3. starts the TCP sender alone and finds its T0-T1 link from the switches' tx counters
-   (ECMP hashes it; nobody can predict it: harness/linkload.py ``measure_tcp_link``), which
-   fills the schedule's placeholders (@tcp-link, @tcp-t1, @src-port);
+1. brings up the lab (``labs.apply.up``) under its own name, and with MPTCP among the
+   baselines checks that both hosts' namespaces run it (harness/mptcp.py);
+2. starts the receivers in the destination host's namespace: one per baseline
+   (harness/baselines.py: TCP pinned to its ECMP path, TCP that Linux moves on RTO, MPTCP
+   with a subflow per plane; harness/tcpflow.py) and `mrc perf -s -1`, each writing one
+   delivery record per receive, and counts each baseline's bytes per port where ECMP
+   chooses (harness/flowlinks.py);
+3. starts the baseline senders and, from those counters, finds each one's path and the
+   pinned TCP flow's T0-T1 link;
 4. starts the MRC client (`mrc perf -c --json-stream`); its ``start`` event is t_origin,
    the zero of the schedule and of every figure;
 5. plays the schedule (labs/faults.py logs each fault with time.monotonic()) while the live
-   view draws the flows, the planes and the faults;
-6. waits for every flow to end verified, reads the records and the fault log, and computes
-   per fault the MRC stall, MRC recovery to 90% of the capacity that survives (the fraction
-   of MRC's SRv6 paths the fault leaves alive, labs/paths.py) and the TCP stall
-   (harness/timeline.py), then writes report.json and timeline.png.
+   view draws the flows, the planes and the faults; just before each fault it reads each
+   baseline's path again (a rehash or a cut may have moved it) and fills the fault's
+   placeholders (@tcp-link, @tcp-t1, @src-port) from the pinned TCP flow's link then;
+6. waits for every flow (a baseline still stalled GRACE_S after its end is stopped, its
+   stall then "still stalled"), then analyses (demo/failover_analysis.py) and writes
+   report.json and timeline.png.
 
 The lab is torn down in a ``finally`` (also on Ctrl-C) after the children are killed.
 """
@@ -24,71 +28,42 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from labs import addressing
 from labs.faultkinds import Cut, Fail, Flap, Restore, Unfail
-from labs.paths import paths
 from labs.topology import Topology, namespace
-from mrc_transport.demo.live import LiveSnapshot, format_fault
+from mrc_transport.demo.livestate import LiveState, poll_ports
+from mrc_transport.harness import flowlinks
 from mrc_transport.harness import schedule as sched
+from mrc_transport.harness.baselines import DEFAULT_BASELINES, BaselineKind, baseline
 from mrc_transport.harness.errors import HarnessError, unwrap
-from mrc_transport.harness.linkload import (
-    PLACEHOLDERS,
-    bindings_for,
-    measure_tcp_link,
-    read_tx_counters,
-)
-from mrc_transport.harness.paths import surviving
-from mrc_transport.harness.patterns import pick_hosts
+from mrc_transport.harness.linkload import PLACEHOLDERS, bindings_for
 from mrc_transport.harness.pauses import Pause, PauseWatch
-from mrc_transport.harness.records import read_records
-from mrc_transport.harness.report import (
-    FaultRow,
-    FlowKind,
-    FlowReport,
-    explain_stalls,
-    failover_report,
-    fault_rows,
-    flow_reports,
-    print_summary,
-    write_json,
-)
+from mrc_transport.harness.procs import Child, Children, perf_argv, tcpflow_argv
 from mrc_transport.harness.schedule import Step
-from mrc_transport.harness.timeline import (
-    Delivery,
-    FaultWindow,
-    Params,
-    Stall,
-    analyse,
-    by_flow,
-    flow_totals,
-    goodput_per_flow,
-    healthy_gap_at,
-    pair_events,
-    with_aftermath,
-)
-from mrc_transport.io import eventlog
-from mrc_transport.perf.report import EndDoc, Interval, ReportError
+from mrc_transport.perf.report import EndDoc
 
 MRC_PORT = 4791
-TCP_PORT = 5201
+BASE_PORT = 5201
+"""Baseline i's receiver listens on TCP port BASE_PORT + i."""
 MSG_LEN = "16K"
 """MRC message size: one delivery record per message, so it sets the time resolution of a
 stall (16 KiB = 1.3 ms at 100 Mbit/s; perf's default 128K would be 10 ms)."""
 MEASURE_S = 0.5
-"""Seconds of TCP-only traffic over which its T0-T1 link is found."""
-MEASURE_MIN_BYTES = 500_000
+"""Seconds of baseline-only traffic over which their paths are found."""
 START_SLACK_S = 4.0
-"""The TCP sender runs this much longer than measure + duration: the MRC client's start-up
-(a Python import, the SETUP handshake) must not eat into TCP's share of the schedule."""
+"""The baseline senders run this much longer than measure + duration: the MRC client's
+start-up (a Python import, the SETUP handshake) must not eat into their share."""
+GRACE_S = 15.0
+"""How long after its own end a baseline may take to deliver its last bytes (a stall that
+outlasts the run, measured whole) before it is stopped as still stalled."""
+PATH_BEFORE_S = (0.5, 0.05)
+"""A fault's path: the flows' counters from this long before its step to this long before."""
 INTERVAL_S = 0.25
 """MRC client's --json-stream interval: the live view's refresh of MRC's numbers."""
-FLOWS: Mapping[str, FlowKind] = {"mrc": "mrc", "tcp": "tcp"}
 MRC_EVENTS = "mrc-events.jsonl"
 """The MRC sender's recovery events (`mrc perf --events`): RTOs, retransmits, retired EVs."""
 MRC_SERVER_EVENTS = "mrc-events-server.jsonl"
@@ -119,6 +94,16 @@ class FailoverConfig:
     """Receiving host (default: the first host of rack 0)."""
     bin_s: float = 0.01
     """Goodput bin (10 ms or finer, to see a stall)."""
+    baselines: tuple[BaselineKind, ...] = DEFAULT_BASELINES
+    """The baselines run beside MRC (harness/baselines.py), in the table's order."""
+
+    def port(self, kind: str) -> int:
+        return BASE_PORT + [str(k) for k in self.baselines].index(kind)
+
+    @property
+    def placeholder_source(self) -> str | None:
+        """The baseline whose path fills @tcp-link and friends: the first single-path one."""
+        return next((k for k in self.baselines if baseline(k).single_path), None)
 
 
 # -- the default schedule ---------------------------------------------------------------------
@@ -147,107 +132,30 @@ def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
     return [Step((i + 1) * step_s, fault) for i, fault in enumerate(plan)]
 
 
-# -- which MRC paths a fault kills --------------------------------------------------------
-
-
-def surviving_fraction(topo: Topology, src: str, dst: str) -> Callable[[FaultWindow, str], float]:
-    """MRC's paths alive / paths before, per fault (TCP: 1, it has no other path)."""
-    all_paths = paths(topo, src, dst)
-
-    def fraction(fault: FaultWindow, flow: str) -> float:
-        if FLOWS.get(flow) != "mrc":
-            return 1.0
-        return surviving(fault, src, dst, all_paths)
-
-    return fraction
-
-
-# -- the live view's numbers ------------------------------------------------------------------
-
-
-@dataclass
-class LiveState:
-    """What the children told us so far; the live view reads it (a LiveSource)."""
-
-    t_origin: float
-    lab: str
-    planes: int
-    flow_scale_bps: float
-    plane_scale_bps: float
-    tcp_plane: int | None = None
-    mrc_bps: float = 0.0
-    active_evs: int | None = None
-    retired_evs: int | None = None
-    tcp_bps: float = 0.0
-    plane_bps: dict[int, float] = field(default_factory=dict)
-    _tcp_last: tuple[float, int] | None = None
-
-    def on_mrc(self, ev: Mapping[str, Any]) -> None:
-        if ev.get("event") != "interval":
-            return
-        try:
-            iv = Interval.from_json(ev.get("data"))
-        except ReportError:
-            return
-        self.mrc_bps = iv.bits_per_second
-        self.active_evs, self.retired_evs = iv.active_evs, iv.retired_evs
-
-    def on_tcp(self, ev: Mapping[str, Any]) -> None:
-        if ev.get("event") != "progress":
-            return
-        t, n = float(ev["t_mono"]), int(ev["bytes"])
-        if self._tcp_last is not None and t > self._tcp_last[0]:
-            self.tcp_bps = (n - self._tcp_last[1]) * 8 / (t - self._tcp_last[0])
-        self._tcp_last = (t, n)
-
-    def on_ports(self, bps: Mapping[int, float]) -> None:
-        """Sender's port tx rate per plane; TCP's share is taken off its plane."""
-        self.plane_bps = {
-            p: max(0.0, v - (self.tcp_bps if p == self.tcp_plane else 0.0)) for p, v in bps.items()
-        }
-
-    def snapshot(self) -> LiveSnapshot:
-        from labs.faults import read_events
-
-        faults = [
-            format_fault(e, self.t_origin)
-            for e in read_events(self.lab)
-            if float(e["t_mono"]) >= self.t_origin
-        ]
-        total = None
-        if self.active_evs is not None and self.retired_evs is not None:
-            total = self.active_evs + self.retired_evs
-        return LiveSnapshot(
-            t=time.monotonic() - self.t_origin,
-            flows=[("mrc", "mrc", self.mrc_bps), ("tcp", "tcp", self.tcp_bps)],
-            planes=[(p, self.plane_bps.get(p, 0.0)) for p in range(self.planes)],
-            flow_scale_bps=self.flow_scale_bps,
-            plane_scale_bps=self.plane_scale_bps,
-            active_evs=self.active_evs,
-            total_evs=total,
-            faults=faults,
+def check_placeholders(cfg: FailoverConfig) -> None:
+    """A schedule that names @tcp-link (or its friends) needs a single-path baseline."""
+    named = sorted({s.target for s in cfg.steps if s.target in PLACEHOLDERS})
+    if named and cfg.placeholder_source is None:
+        raise HarnessError(
+            f"the schedule names {named[0]}, the path of a TCP baseline: add tcp or "
+            "tcp-rehash to --baselines"
         )
 
 
-async def poll_ports(state: LiveState, lab: str, host: str, every: float) -> None:
-    """Sample the sender's port tx counters (port pN is plane N) for the plane bars."""
-    import trio
-
-    last: tuple[float, dict[tuple[str, str], int]] | None = None
-    while True:
-        snap = await trio.to_thread.run_sync(read_tx_counters, lab, [host])
-        t = time.monotonic()
-        if last is not None and t > last[0]:
-            rates = {}
-            for p in range(state.planes):
-                key = (host, f"p{p}")
-                rates[p] = max(0, snap.get(key, 0) - last[1].get(key, 0)) * 8 / (t - last[0])
-            state.on_ports(rates)
-        last = (t, snap)
-        await trio.sleep(every)
-
-
 # -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class BaselineEnd:
+    """How one baseline finished."""
+
+    rx: dict[str, Any] = field(default_factory=dict)
+    """Its receiver's end event (bytes, verified, stopped)."""
+    tx: dict[str, Any] = field(default_factory=dict)
+    """Its sender's end event ({} when it was stopped)."""
+    t_seen: float = 0.0
+    """time.monotonic() until which its deliveries were watched: its sender's end, or when
+    it was stopped still stalled."""
 
 
 @dataclass
@@ -262,8 +170,14 @@ class Outcome:
     mrc_end: EndDoc | None = None
     """The MRC client's end document (None: it printed none)."""
     mrc_rc: int | None = None
-    tcp_rx_end: dict[str, Any] = field(default_factory=dict)
-    tcp_tx_end: dict[str, Any] = field(default_factory=dict)
+    ends: dict[str, BaselineEnd] = field(default_factory=dict)
+    """Per baseline kind."""
+    start_paths: dict[str, flowlinks.FlowPath] = field(default_factory=dict)
+    """Each baseline's path before MRC started, the fabric whole."""
+    fault_paths: dict[int, dict[str, flowlinks.FlowPath]] = field(default_factory=dict)
+    """Each baseline's path just before the fault of steps[i]."""
+    mptcp: dict[str, Any] = field(default_factory=dict)
+    """How MPTCP was set up on both hosts (harness/mptcp.py ``settings``)."""
     events: list[dict[str, Any]] = field(default_factory=list)
     pauses: list[Pause] = field(default_factory=list)
     """Times the whole machine stood still during the transfers (harness/pauses.py)."""
@@ -275,30 +189,27 @@ def _say(console: Any, text: str) -> None:
     console.print(text, highlight=False)
 
 
-def tcp_recv_argv(cfg: FailoverConfig) -> list[str]:
-    """The baseline TCP receiver: records every delivery, reports progress every 0.1 s."""
-    from mrc_transport.harness.procs import tcpflow_argv
-
+def baseline_recv_argv(cfg: FailoverConfig, kind: str) -> list[str]:
+    """A baseline's receiver: records every delivery, reports progress every 0.1 s."""
     return tcpflow_argv(
-        "recv", "--port", str(TCP_PORT), "--flow", "tcp", "--records",
-        str(cfg.out / "tcp.jsonl"), "--progress", "0.1", "--accept-timeout", "60",
+        *baseline(kind).recv_args(cfg.port(kind), kind), "--records",
+        str(cfg.out / f"{kind}.jsonl"), "--progress", "0.1", "--accept-timeout", "60",
     )  # fmt: skip
 
 
-def tcp_send_argv(cfg: FailoverConfig, dst: str) -> list[str]:
-    """The baseline TCP sender, over the fabric's ECMP routes to dst. It runs longer than
-    the MRC transfer: the link it hashed onto is measured first, and MRC starts late."""
-    from mrc_transport.harness.procs import tcpflow_argv
+def sender_seconds(cfg: FailoverConfig) -> float:
+    """How long a baseline sends: longer than the MRC transfer, since their paths are
+    measured first and MRC starts late."""
+    return cfg.duration + MEASURE_S + START_SLACK_S
 
-    seconds = cfg.duration + MEASURE_S + START_SLACK_S
-    address = str(addressing.baseline_address(cfg.topo, dst))
-    return tcpflow_argv("send", address, "--port", str(TCP_PORT), "-t", f"{seconds:.3f}")
+
+def baseline_send_argv(cfg: FailoverConfig, kind: str, src: str, dst: str) -> list[str]:
+    args = baseline(kind).send_args(cfg.topo, src, dst, cfg.port(kind))
+    return tcpflow_argv(*args, "-t", f"{sender_seconds(cfg):.3f}")
 
 
 def mrc_server_argv(cfg: FailoverConfig) -> list[str]:
     """`mrc perf -s -1`: records every delivered message and its recovery events."""
-    from mrc_transport.harness.procs import perf_argv
-
     return perf_argv(
         "-s", "-1", "--lab", cfg.lab, "-p", str(MRC_PORT), "--json-stream", "-i", "0",
         "--records", str(cfg.out / "mrc.jsonl"), "--flow", "mrc",
@@ -308,8 +219,6 @@ def mrc_server_argv(cfg: FailoverConfig) -> list[str]:
 
 def mrc_client_argv(cfg: FailoverConfig, dst: str) -> list[str]:
     """`mrc perf -c`: intervals for the live view, recovery events for the report."""
-    from mrc_transport.harness.procs import perf_argv
-
     return perf_argv(
         "-c", dst, "--lab", cfg.lab, "-p", str(MRC_PORT), "-t", f"{cfg.duration:.3f}",
         "-l", MSG_LEN, "--json-stream", "-i", str(INTERVAL_S),
@@ -317,75 +226,230 @@ def mrc_client_argv(cfg: FailoverConfig, dst: str) -> list[str]:
     )  # fmt: skip
 
 
-async def _transfer(
-    cfg: FailoverConfig, src: str, dst: str, children: Any, out: Outcome, console: Any
-) -> None:
-    """Start TCP, find its link, start MRC, play the faults, wait for every child."""
+@dataclass
+class Run:
+    """One transfer phase: its config, hosts, children and what they said so far."""
+
+    cfg: FailoverConfig
+    src: str
+    dst: str
+    children: Children
+    out: Outcome
+    console: Any
+    state: LiveState
+    rx: dict[str, Child] = field(default_factory=dict)
+    tx: dict[str, Child] = field(default_factory=dict)
+    counted: list[str] = field(default_factory=list)
+    """Nodes with per-flow counters (harness/flowlinks.py)."""
+
+    @property
+    def flows(self) -> list[flowlinks.Flow]:
+        return [flowlinks.Flow(self.cfg.port(k), self.src, self.dst) for k in self.cfg.baselines]
+
+    def read(self) -> dict[flowlinks.Key, int]:
+        return flowlinks.read(self.cfg.lab, self.counted)
+
+    def paths_between(
+        self, before: flowlinks.Counts, after: flowlinks.Counts
+    ) -> dict[str, flowlinks.FlowPath]:
+        return {
+            k: flowlinks.flow_path(self.cfg.topo, before, after, f)
+            for k, f in zip(self.cfg.baselines, self.flows, strict=True)
+        }
+
+    def source_link(self, before: flowlinks.Counts, after: flowlinks.Counts) -> str | None:
+        """The T0-T1 link the placeholders' baseline (the pinned TCP flow) carried most of
+        its data on; None without one, or when it sent nothing then (stalled)."""
+        source = self.cfg.placeholder_source
+        if source is None:
+            return None
+        flow = self.flows[[str(k) for k in self.cfg.baselines].index(source)]
+        try:
+            return flowlinks.busiest_uplink(self.cfg.topo, before, after, flow)
+        except HarnessError:
+            return None
+
+
+async def _start_baselines(run: Run, nursery: Any) -> None:
+    """Receivers, the per-flow counters, then every sender; returns once each delivers."""
     import trio
 
-    topo, lab = cfg.topo, cfg.lab
-    ns_src, ns_dst = namespace(lab, src), namespace(lab, dst)
-    for name in ("mrc.jsonl", "tcp.jsonl", MRC_EVENTS, MRC_SERVER_EVENTS):
+    cfg = run.cfg
+    ns_src, ns_dst = namespace(cfg.lab, run.src), namespace(cfg.lab, run.dst)
+    for kind in cfg.baselines:
+        rx = await run.children.start(
+            nursery, f"{kind}-recv", ns_dst, baseline_recv_argv(cfg, kind)
+        )
+        rx.on_event = partial(run.state.on_baseline, kind)
+        run.rx[kind] = rx
+    for kind in cfg.baselines:
+        await run.rx[kind].wait_event("listening", 30)
+    run.counted = await trio.to_thread.run_sync(flowlinks.install, cfg.lab, cfg.topo, run.flows)
+    for kind in cfg.baselines:
+        argv = baseline_send_argv(cfg, kind, run.src, run.dst)
+        run.tx[kind] = await run.children.start(nursery, f"{kind}-send", ns_src, argv)
+    for kind in cfg.baselines:
+        await run.rx[kind].wait_event("progress", 30)
+
+
+async def _measure_paths(run: Run) -> None:
+    """Each baseline's path while they run alone; the pinned one's link."""
+    import trio
+
+    cfg, out = run.cfg, run.out
+    before = await trio.to_thread.run_sync(run.read)
+    await trio.sleep(MEASURE_S)  # the measurement window itself, not a wait for a condition
+    after = await trio.to_thread.run_sync(run.read)
+    out.start_paths = run.paths_between(before, after)
+    if cfg.placeholder_source is None:
+        return
+    link = run.source_link(before, after)
+    if link is None:
+        raise HarnessError(
+            f"no T0-T1 link carried the {cfg.placeholder_source} flow {run.src} -> {run.dst}"
+        )
+    out.tcp_link = link
+    _say(
+        run.console,
+        f"{cfg.placeholder_source.upper()} flow {run.src} -> {run.dst} hashed onto "
+        f"[bold]{link}[/] (plane {cfg.topo.link(link).plane}); starting MRC",
+    )
+
+
+async def _transfer(run: Run) -> None:
+    """Start the baselines, find their paths, start MRC, play the faults, wait for all."""
+    import trio
+
+    cfg, out = run.cfg, run.out
+    for name in (
+        "mrc.jsonl",
+        MRC_EVENTS,
+        MRC_SERVER_EVENTS,
+        *(f"{k}.jsonl" for k in cfg.baselines),
+    ):
         (cfg.out / name).unlink(missing_ok=True)
-    rate = float(topo.host_link.rate_bps)
-    state = LiveState(0.0, lab, topo.planes, rate * topo.planes, rate)
     async with trio.open_nursery() as nursery:
-        tcp_rx = await children.start(nursery, "tcp-recv", ns_dst, tcp_recv_argv(cfg))
-        tcp_rx.on_event = state.on_tcp
-        srv = await children.start(nursery, "mrc-server", ns_dst, mrc_server_argv(cfg))
-        await tcp_rx.wait_event("listening", 30)
+        srv = await run.children.start(
+            nursery, "mrc-server", namespace(cfg.lab, run.dst), mrc_server_argv(cfg)
+        )
+        await _start_baselines(run, nursery)
         await srv.wait_event("listening", 30)
-        tcp_tx = await children.start(nursery, "tcp-send", ns_src, tcp_send_argv(cfg, dst))
-        await tcp_rx.wait_event("progress", 30)
-        out.tcp_link = await trio.to_thread.run_sync(
-            measure_tcp_link, lab, topo, MEASURE_S, MEASURE_MIN_BYTES
-        )
-        state.tcp_plane = topo.link(out.tcp_link).plane
-        out.steps = sched.resolve(cfg.steps, bindings_for(topo, out.tcp_link, src))
-        sched.check_targets(out.steps, topo)
-        _say(
-            console,
-            f"TCP flow {src} -> {dst} hashed onto [bold]{out.tcp_link}[/] "
-            f"(plane {state.tcp_plane}); starting MRC",
-        )
-        cli = await children.start(nursery, "mrc-client", ns_src, mrc_client_argv(cfg, dst))
-        cli.on_event = state.on_mrc
+        await _measure_paths(run)
+        ns_src = namespace(cfg.lab, run.src)
+        cli = await run.children.start(nursery, "mrc-client", ns_src, mrc_client_argv(cfg, run.dst))
+        cli.on_event = run.state.on_mrc
         await cli.wait_event("start", 30)
-        out.t_origin = state.t_origin = time.monotonic()
+        out.t_origin = run.state.t_origin = time.monotonic()
         out.t_stop = out.t_origin + cfg.duration
-        out.mrc_rc = await _play_faults(cfg, src, cli, out, state, console)
-        await tcp_tx.wait_exit(START_SLACK_S + MEASURE_S + 120)
-        await tcp_rx.wait_exit(60)
+        out.mrc_rc = await _play_faults(run, cli)
+        await _finish_baselines(run)
         await srv.wait_exit(60)
         out.mrc_end = cli.perf_end()
-        out.tcp_rx_end = tcp_rx.find("end") or {}
-        out.tcp_tx_end = tcp_tx.find("end") or {}
         if out.mrc_rc != 0:
-            _say(console, f"[red]mrc perf client exited {out.mrc_rc}[/]{cli.stderr_tail()}")
+            _say(run.console, f"[red]mrc perf client exited {out.mrc_rc}[/]{cli.stderr_tail()}")
 
 
-async def _play_faults(
-    cfg: FailoverConfig, src: str, cli: Any, out: Outcome, state: LiveState, console: Any
-) -> int:
-    """The fault schedule (and the live view) while the MRC client runs; its exit code."""
+async def _finish_baselines(run: Run) -> None:
+    """Wait for each baseline to end; one still stalled GRACE_S after its end is stopped
+    (its receiver keeps what arrived; the stall is then open: "still stalled")."""
+    import trio
+
+    t_end = run.out.t_origin - START_SLACK_S + sender_seconds(run.cfg)
+    for kind in run.cfg.baselines:
+        tx, rx = run.tx[kind], run.rx[kind]
+        end = BaselineEnd()
+        with trio.move_on_after(max(0.0, t_end + GRACE_S - time.monotonic())):
+            await tx.wait_exit(sender_seconds(run.cfg) + GRACE_S)
+        end.t_seen = time.monotonic()
+        if not tx.reaped:
+            _say(
+                run.console, f"[yellow]{kind} still stalled {GRACE_S:g} s after its end: stopped[/]"
+            )
+            rx.terminate()
+            tx.kill()
+        await rx.wait_exit(60)
+        end.rx, end.tx = rx.find("end") or {}, tx.find("end") or {}
+        run.out.ends[kind] = end
+
+
+async def _read_before(
+    run: Run, step: Step
+) -> tuple[dict[str, flowlinks.FlowPath], str | None] | None:
+    """Each baseline's path, and the pinned one's link, just before a step (PATH_BEFORE_S);
+    None when there is no time left for it."""
+    import trio
+
+    t_a, t_b = (run.out.t_origin + step.at - lead for lead in PATH_BEFORE_S)
+    if t_b <= time.monotonic():
+        return None  # too close to the step before: its reading stands
+    await trio.sleep(max(0.0, t_a - time.monotonic()))
+    before = await trio.to_thread.run_sync(run.read)
+    await trio.sleep(max(0.0, t_b - time.monotonic()))
+    after = await trio.to_thread.run_sync(run.read)
+    return run.paths_between(before, after), run.source_link(before, after)
+
+
+def _bound(run: Run, step: Step, link: str, bound: dict[str, str]) -> Step:
+    """The step with its placeholder given a target: a fault's from the pinned flow's link
+    now, an undo the target its fault was given."""
+    if step.target not in PLACEHOLDERS:
+        return step
+    if isinstance(step.fault, Restore | Unfail) and step.target in bound:
+        target = bound[step.target]
+    else:
+        target = bindings_for(run.cfg.topo, link, run.src)[step.target]
+        bound[step.target] = target
+    return replace(step, fault=replace(step.fault, target=target))
+
+
+async def _play_schedule(run: Run, on_step: Any) -> None:
+    """The schedule in time order. Just before each fault, every baseline's path is read
+    again, and the fault's placeholders are bound to the link the pinned flow is on then:
+    it moves (a hard cut deletes its route at once; after a few RTOs in a row the kernel
+    looks its route up again, which may pick another plane), and "@tcp-link" means the
+    link that carries it when the fault strikes."""
     import trio
 
     from labs.faults import Lab
+
+    cfg, out = run.cfg, run.out
+    lab, link = Lab(cfg.lab), out.tcp_link
+    bound: dict[str, str] = {}
+    for step in sorted(cfg.steps, key=lambda s: s.at):
+        if not isinstance(step.fault, Restore | Unfail):
+            read = await _read_before(run, step)
+            if read is not None:
+                out.fault_paths[len(out.steps)] = read[0]
+                link = read[1] or link
+        step = _bound(run, step, link, bound)
+        out.steps.append(step)
+        await trio.sleep(max(0.0, out.t_origin + step.at - time.monotonic()))
+        t_before = time.monotonic()
+        result = await trio.to_thread.run_sync(partial(step.fault.apply, lab))
+        on_step(step, result, t_before, time.monotonic())
+
+
+async def _play_faults(run: Run, cli: Child) -> int:
+    """The fault schedule, the path watch and the live view while the MRC client runs; its
+    exit code."""
+    import trio
+
     from mrc_transport.demo.live import run_live
+
+    cfg, out = run.cfg, run.out
 
     def played(step: sched.Step, _result: object, t_before: float, t_after: float) -> None:
         out.played.append((step, t_before, t_after))
         if not cfg.live:
-            _say(console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
+            _say(run.console, f"{t_before - out.t_origin:6.2f}s  {step.describe()}")
 
     async with trio.open_nursery() as flows:
         done = trio.Event()
-        flows.start_soon(
-            partial(sched.run_schedule, Lab(cfg.lab), out.steps, out.t_origin, on_step=played)
-        )
+        flows.start_soon(_play_schedule, run, played)
         if cfg.live:
-            flows.start_soon(poll_ports, state, cfg.lab, src, 0.25)
-            flows.start_soon(_live, run_live, state, console, done)
+            ports: dict[str, int] = {k: cfg.port(k) for k in cfg.baselines}
+            flows.start_soon(poll_ports, run.state, cfg.lab, run.src, ports, 0.25)
+            flows.start_soon(_live, run_live, run.state, run.console, done)
         rc: int = await cli.wait_exit(cfg.duration + 120)
         done.set()
         flows.cancel_scope.cancel()
@@ -403,11 +467,13 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
 
     from labs.apply import down, up
     from labs.faults import read_events
-    from mrc_transport.harness.procs import Children
 
     cfg.out.mkdir(parents=True, exist_ok=True)
     children = Children(cfg.out / "logs")
     out = Outcome()
+    rate = float(cfg.topo.host_link.rate_bps)
+    state = LiveState(0.0, cfg.lab, cfg.topo.planes, rate * cfg.topo.planes, rate, cfg.baselines)
+    run = Run(cfg, src, dst, children, out, console, state)
     _say(
         console,
         f"lab {cfg.lab}: bringing up {len(cfg.topo.hosts)} hosts, "
@@ -415,9 +481,10 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
     )
     try:
         up(cfg.topo, cfg.lab)
+        _check_mptcp(run)
         try:
             with PauseWatch() as watch:
-                trio.run(_transfer, cfg, src, dst, children, out, console)
+                trio.run(_transfer, run)
         except BaseExceptionGroup as group:
             raise unwrap(group) from None
         out.pauses, out.steal_s = watch.pauses, watch.steal_s
@@ -429,149 +496,34 @@ def run_transfer(cfg: FailoverConfig, src: str, dst: str, console: Any) -> Outco
     return out
 
 
-# -- the analysis -----------------------------------------------------------------------------
+def _check_mptcp(run: Run) -> None:
+    """With MPTCP among the baselines: both hosts run it (Unavailable, one line, if not),
+    and how it is set up goes into the report."""
+    from mrc_transport.harness import mptcp
 
-
-def _mrc_counters(end: EndDoc | None) -> dict[str, int]:
-    evs = end.evs if end is not None else ()
-    return {
-        "retransmits": end.sum_sent.retransmits if end is not None else 0,
-        "evs_retired": sum(e.retired for e in evs),
-        "evs_readmitted": sum(e.readmitted for e in evs),
-    }
-
-
-def _mrc_meta(end: EndDoc | None) -> dict[str, object]:
-    """The report's numbers of the MRC client's end document."""
-    if end is None:
-        return {"mrc_sum_received_bps": None, "mrc_planes": None, "mrc_endpoint": None}
-    return {
-        "mrc_sum_received_bps": end.sum_received.bits_per_second,
-        "mrc_planes": [p.to_json() for p in end.planes],
-        "mrc_endpoint": end.endpoint,
-    }
-
-
-def tcp_verified(rx_end: Mapping[str, Any], tx_end: Mapping[str, Any]) -> bool:
-    return bool(rx_end.get("verified")) and rx_end.get("bytes") == tx_end.get("bytes_sent")
-
-
-def analyse_run(
-    cfg: FailoverConfig, src: str, dst: str, out: Outcome
-) -> tuple[dict[str, Any], list[FaultRow], list[FaultWindow], list[Delivery]]:
-    """Report, table rows, fault windows and records of a finished transfer."""
-    deliveries: list[Delivery] = []
-    for name in ("mrc.jsonl", "tcp.jsonl"):
-        path = cfg.out / name
-        if path.exists():
-            deliveries += read_records(path)
-    events = [e for e in out.events if float(e["t_mono"]) >= out.t_origin - 1e-3]
-    faults = sched.label_flaps(pair_events(events, out.t_stop), out.played)
-    params = Params(bin_s=cfg.bin_s)
-    results = analyse(
-        deliveries,
-        faults,
-        t_begin=out.t_origin,
-        t_stop=out.t_stop,
-        surviving=surviving_fraction(cfg.topo, src, dst),
-        params=params,
-    )
-    rows = fault_rows(results, FLOWS, out.t_origin)
-    log = cfg.out / MRC_EVENTS
-    rows = explain_stalls(rows, eventlog.read(str(log)) if log.exists() else None, out.pauses)
-    verified = {
-        "mrc": out.mrc_rc == 0 and out.mrc_end is not None and out.mrc_end.verified,
-        "tcp": tcp_verified(out.tcp_rx_end, out.tcp_tx_end),
-    }
-    counters = {"mrc": _mrc_counters(out.mrc_end)}
-    flows = flow_reports(
-        flow_totals(deliveries, out.t_origin, out.t_stop),
-        FLOWS,
-        verified,
-        counters,
-        healthy_gaps(deliveries, faults, out.t_origin, out.t_stop, params),
-        out.pauses,
-    )
-    meta = {
-        "lab": cfg.lab,
-        "preset": cfg.preset,
-        "src": src,
-        "dst": dst,
-        "tcp_link": out.tcp_link,
-        "planes": cfg.topo.planes,
-        "mrc_paths": len(paths(cfg.topo, src, dst)),
-        "host_port_rate_bps": cfg.topo.host_link.rate_bps,
-        "schedule": [s.to_json() for s in out.steps],
-        **_mrc_meta(out.mrc_end),
-        "host_pauses": [
-            {"t_s": round(p.t_mono - out.t_origin, 4), "ms": round(p.late_s * 1e3, 1)}
-            for p in out.pauses
-        ],
-        "cpu_steal_s": out.steal_s,
-        "analysis": asdict(params),
-    }
-    doc = failover_report(
-        flows, rows, t_origin=out.t_origin, duration_s=cfg.duration, bin_s=cfg.bin_s, meta=meta
-    )
-    return doc, rows, faults, deliveries
-
-
-def healthy_gaps(
-    deliveries: Sequence[Delivery],
-    faults: Sequence[FaultWindow],
-    t_begin: float,
-    t_stop: float,
-    params: Params,
-) -> dict[str, Stall | None]:
-    """Per flow, the longest delivery gap with nothing broken (timeline.healthy_gap_at)."""
-    flows = by_flow(deliveries)
-    after = with_aftermath(faults, flows, t_begin=t_begin, t_stop=t_stop, params=params)
-    return {
-        flow: healthy_gap_at(rs, after, t_begin=t_begin, t_stop=t_stop, margin=params.margin)
-        for flow, rs in flows.items()
-    }
-
-
-def flows_of(doc: Mapping[str, Any]) -> list[FlowReport]:
-    """The report's flows as FlowReport records again."""
-    return [FlowReport(**f) for f in doc["flows"]]
+    if not any(baseline(k).mptcp for k in run.cfg.baselines):
+        return
+    mptcp.check_ready(run.cfg.lab, [run.src, run.dst])
+    run.out.mptcp = {h: mptcp.settings(run.cfg.lab, h) for h in (run.src, run.dst)}
 
 
 def run_failover(cfg: FailoverConfig, console: Any = None) -> dict[str, Any]:
     """The whole demo; returns the report (also written to cfg.out/report.json)."""
     from rich.console import Console
 
-    from mrc_transport.harness.plot import timeline_png
+    from mrc_transport.demo.failover_analysis import analyse_run, write_outputs
+    from mrc_transport.harness.patterns import pick_hosts
 
     console = console or Console()
     if os.geteuid() != 0:
         raise HarnessError("needs root (network namespaces); try sudo")
     src, dst = pick_hosts(cfg.topo, cfg.src, cfg.dst)
     sched.check_targets(cfg.steps, cfg.topo)
+    check_placeholders(cfg)
     out = run_transfer(cfg, src, dst, console)
-    doc, rows, faults, deliveries = analyse_run(cfg, src, dst, out)
-    write_json(cfg.out / "report.json", doc)
-    _write_events(cfg.out / "events.jsonl", out.events)
-    series = goodput_per_flow(deliveries, out.t_origin, out.t_stop, cfg.bin_s)
-    if series:
-        timeline_png(cfg.out / "timeline.png", series, FLOWS, faults, out.t_origin)
-    print_summary(
-        rows,
-        bool(doc["verified"]),
-        console,
-        flows_of(doc),
-        pauses=out.pauses,
-        t_origin=out.t_origin,
-        steal_s=out.steal_s,
-    )
-    _say(console, f"wrote {cfg.out / 'report.json'} and {cfg.out / 'timeline.png'}")
-    return doc
-
-
-def _write_events(path: Path, events: Sequence[Mapping[str, Any]]) -> None:
-    from mrc_transport import jsonl
-
-    jsonl.write(path, events)
+    analysis = analyse_run(cfg, src, dst, out)
+    write_outputs(cfg, out, analysis, console)
+    return analysis.doc
 
 
 __all__ = ["FailoverConfig", "run_failover"]

@@ -2,8 +2,9 @@
 active EVs, and the faults as they happen.
 
 The view knows nothing about where numbers come from: a ``LiveSource`` hands it a
-``LiveSnapshot`` on every refresh (the demo's source will read the MRC endpoint's counters,
-the TCP receiver's progress lines and the lab's event log). ``render`` is a pure function
+``LiveSnapshot`` on every refresh (the demo's, demo/livestate.py, reads the MRC client's
+intervals, the baselines' progress lines, the sender's port counters and the lab's event
+log). ``render`` is a pure function
 of a snapshot, so tests render into a recording Console without a TTY.
 """
 
@@ -19,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from labs.units import format_rate
+from mrc_transport.harness.baselines import LABELS
 
 BAR_WIDTH = 36
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -31,13 +33,15 @@ class LiveSnapshot:
     t: float
     """Seconds since the transfers started."""
     flows: Sequence[tuple[str, str, float]]
-    """(flow id, kind "mrc"/"tcp", bits per second over the last refresh)."""
+    """(flow id, kind "mrc" or a baseline's, bits per second over the last refresh)."""
     planes: Sequence[tuple[int, float]]
     """(plane, MRC bits per second sent on it)."""
     flow_scale_bps: float
     """Full length of a flow bar (e.g. the host's total port rate)."""
     plane_scale_bps: float
     """Full length of a plane bar (one port's rate)."""
+    other_planes: Sequence[tuple[str, Sequence[tuple[int, float]]]] = ()
+    """Per multipath baseline (MPTCP): its label and (plane, bits per second sent on it)."""
     active_evs: int | None = None
     """EVs in GOOD or SKIP state, over all MRC connections."""
     total_evs: int | None = None
@@ -80,11 +84,19 @@ def _bars_table(rows: Sequence[tuple[str, str, float]], full: float) -> Table:
     return table
 
 
+STYLES = {"mrc": "cyan", "tcp": "red", "tcp-rehash": "dark_orange", "mptcp": "magenta"}
+"""Each kind's colour, as in the timeline (harness/plot.py)."""
+
+
+def _flow_label(flow: str, kind: str) -> str:
+    label = LABELS.get(kind, kind.upper())
+    return f"{label} ({flow})" if flow != kind else label
+
+
 def render(snap: LiveSnapshot, max_faults: int = 8) -> RenderableType:
     """One frame: flows, planes, EVs, the last max_faults faults."""
     flows = [
-        (f"{flow} ({kind.upper()})", "cyan" if kind == "mrc" else "red", bps)
-        for flow, kind, bps in snap.flows
+        (_flow_label(flow, kind), STYLES.get(kind, "red"), bps) for flow, kind, bps in snap.flows
     ]
     planes = [(f"plane {p}", "cyan", bps) for p, bps in snap.planes]
     evs = "-" if snap.active_evs is None else str(snap.active_evs)
@@ -100,12 +112,24 @@ def render(snap: LiveSnapshot, max_faults: int = 8) -> RenderableType:
     fault_text = Text(
         "\n".join(shown) if shown else "(none yet)", style="yellow" if shown else "dim"
     )
+    others = [
+        Panel(
+            _bars_table(
+                [(f"plane {p}", STYLES.get(label.lower(), "magenta"), bps) for p, bps in per],
+                snap.plane_scale_bps,
+            ),
+            title=f"{label} per plane",
+            title_align="left",
+        )
+        for label, per in snap.other_planes
+    ]
     return Group(
         header,
         Panel(
             _bars_table(flows, snap.flow_scale_bps), title="goodput per flow", title_align="left"
         ),
         Panel(_bars_table(planes, snap.plane_scale_bps), title="MRC per plane", title_align="left"),
+        *others,
         Panel(fault_text, title=f"faults ({len(snap.faults)})", title_align="left"),
     )
 

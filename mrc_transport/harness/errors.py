@@ -13,6 +13,11 @@ class HarnessError(Exception):
     """A bad schedule, target or records file; the message is one line."""
 
 
+class Unavailable(HarnessError):
+    """What was asked cannot run on this machine (a kernel without MPTCP, MPTCP off in a
+    lab's namespace): the user's to change, as a bad flag is (exit 2)."""
+
+
 def unwrap(group: BaseExceptionGroup[Any]) -> BaseException:
     """The exception a user should see from trio's (strict) exception group: Ctrl-C first,
     then a harness or lab error (one line), else the group itself."""

@@ -1,15 +1,16 @@
 """Flows on a running lab: receivers first, then senders, each a child in its namespace.
 
-A ``Flow`` is data: which transport (MRC through `mrc perf`, or the pinned single-path TCP
-baseline of harness/tcpflow.py), between which hosts, on which port, for how long. ``Flows``
+A ``Flow`` is data: which transport (MRC through `mrc perf`, or a baseline of
+harness/baselines.py through harness/tcpflow.py: pinned TCP, TCP that rehashes, MPTCP),
+between which hosts, on which port, for how long. ``Flows``
 runs a set of them on one lab and keeps what they said:
 
 - ``start_receivers`` starts every receiver and returns once each listens;
 - ``start_senders`` starts senders (all at once, or a subset later) and, when asked, waits
   until each has started (the MRC client's ``start`` event, the TCP sender's connect);
 - ``finish`` waits for every child and judges each flow: MRC by the client's exit code and
-  its digests (xxh3 of every byte, both ends), TCP by the receiver's pattern check and its
-  byte count against the sender's;
+  its digests (xxh3 of every byte, both ends), a baseline by the receiver's pattern check
+  and its byte count against the sender's;
 - ``deliveries`` reads the receivers' records (harness/records.py), one per delivery.
 
 The collisions demo and `mrc repro` run their flows through it.
@@ -24,11 +25,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from labs import addressing
 from labs.topology import Topology, namespace
+from mrc_transport.harness.baselines import FlowKind, baseline
 from mrc_transport.harness.procs import Child, Children, perf_argv, tcpflow_argv, warm_argv
 from mrc_transport.harness.records import read_records
-from mrc_transport.harness.report import FlowKind
 from mrc_transport.harness.timeline import Delivery
 from mrc_transport.io import eventlog
 from mrc_transport.perf.report import EndDoc
@@ -44,7 +44,8 @@ class Flow:
     name: str
     """Flow id in the delivery records, e.g. "mrc", "tcp" or "h4->h0"."""
     kind: FlowKind
-    """mrc (`mrc perf`, sprayed over every path) or tcp (one pinned ECMP path per stream)."""
+    """mrc (`mrc perf`, sprayed over every path) or a baseline: tcp (one pinned ECMP path
+    per stream), tcp-rehash (moved on RTO), mptcp (a subflow per plane)."""
     src: str
     """Sending host."""
     dst: str
@@ -96,8 +97,8 @@ class Flows:
 
     def receiver_argv(self, flow: Flow) -> list[str]:
         records = str(self.records_path(flow))
-        if flow.kind == "tcp":
-            argv = ["recv", "--port", str(flow.port), "--flow", flow.name, "--records", records]
+        if flow.kind != "mrc":
+            argv = [*baseline(flow.kind).recv_args(flow.port, flow.name), "--records", records]
             if flow.streams > 1:
                 argv += ["--streams", str(flow.streams)]
             return tcpflow_argv(*argv)
@@ -109,9 +110,9 @@ class Flows:
 
     def sender_argv(self, flow: Flow) -> list[str]:
         limit = ["-n", str(flow.nbytes)] if flow.nbytes else ["-t", f"{flow.seconds:.3f}"]
-        if flow.kind == "tcp":
-            address = str(addressing.baseline_address(self.topo, flow.dst))
-            argv = ["send", address, "--port", str(flow.port), *limit]
+        if flow.kind != "mrc":
+            b = baseline(flow.kind)
+            argv = [*b.send_args(self.topo, flow.src, flow.dst, flow.port), *limit]
             if flow.streams > 1:
                 argv += ["-P", str(flow.streams)]
             return tcpflow_argv(*argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from labs.topology import Topology
+from mrc_transport.harness.baselines import FlowKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
 
@@ -43,12 +44,12 @@ def pair_name(src: str, dst: str) -> str:
 
 
 def pair_flows(
-    pairs: Sequence[tuple[str, str]], kind: str, seconds: float, scheduler: str = "random"
+    pairs: Sequence[tuple[str, str]], kind: FlowKind, seconds: float, scheduler: str = "random"
 ) -> list[Flow]:
-    """One flow per pair: TCP all on one port (each receiver is in its own host), MRC on
-    a port per pair (MRC_BASE_PORT docstring)."""
-    if kind == "tcp":
-        return [Flow(pair_name(s, d), "tcp", s, d, TCP_PORT, seconds) for s, d in pairs]
+    """One flow per pair: a baseline's all on one TCP port (each receiver is in its own
+    host), MRC on a port per pair (MRC_BASE_PORT docstring)."""
+    if kind != "mrc":
+        return [Flow(pair_name(s, d), kind, s, d, TCP_PORT, seconds) for s, d in pairs]
     return [
         Flow(pair_name(s, d), "mrc", s, d, MRC_BASE_PORT + k, seconds, scheduler=scheduler)
         for k, (s, d) in enumerate(pairs)

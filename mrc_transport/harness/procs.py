@@ -143,6 +143,13 @@ class Child:
         assert self.proc.stdin is not None, "start the child with stdin=True"
         await self.proc.stdin.send_all(b"go\n")
 
+    def terminate(self) -> None:
+        """SIGTERM to the child's process group: a tcpflow receiver then ends with what
+        arrived so far, its records written."""
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
     def kill(self) -> None:
         """SIGKILL the child's process group (its own session: we started it). Safe
         outside trio (a ``finally`` after trio.run): it does not read ``proc.returncode``,

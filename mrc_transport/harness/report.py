@@ -1,11 +1,13 @@
-"""Reports: the failover demo's JSON and summary table, the collisions demo's document, and
-the per-flow entries the paper's experiments reuse.
+"""Reports: the failover demo's JSON, the collisions demo's document, and the per-flow
+entries the paper's experiments reuse (harness/summary.py prints them on a terminal).
 
 The JSON is for scripts: a top-level ``verified`` that is true only when every
 byte of every MRC flow matched, and a ``faults`` list whose entries carry at least kind,
-target, t_start, t_end, mrc_stall_ms, mrc_recovery_ms, tcp_stall_ms. Times in the report
-are seconds since the transfers started (``t_origin_mono``); the raw CLOCK_MONOTONIC
-values are kept alongside so a report joins with any other log on the machine.
+target, t_start, t_end, mrc_stall_ms, mrc_recovery_ms, and per baseline that ran (tcp,
+tcp-rehash, mptcp: harness/baselines.py) under ``baselines`` whether the fault was on its
+path, its stall and recovery. Times in the report are seconds since the transfers started
+(``t_origin_mono``); the raw CLOCK_MONOTONIC values are kept alongside so a report joins
+with any other log on the machine.
 
 When several flows of one kind run, a fault's figure is the worst flow's (longest stall,
 slowest recovery, None when any flow did not recover).
@@ -14,17 +16,17 @@ slowest recovery, None when any flow did not recover).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mrc_transport import jsonl
+from mrc_transport.harness.baselines import FlowKind
 from mrc_transport.harness.fairness import fairness
 from mrc_transport.harness.pauses import Pause, longest_overlap
-from mrc_transport.harness.timeline import FaultResult, FlowFault, FlowTotals, Stall
+from mrc_transport.harness.timeline import FaultResult, FaultWindow, FlowFault, FlowTotals, Stall
 
-FlowKind = Literal["mrc", "tcp"]
 REPORT_VERSION = 1
 
 
@@ -58,6 +60,24 @@ class FlowReport:
 
 
 @dataclass(frozen=True, slots=True)
+class BaselineFault:
+    """What one fault did to one baseline (the worst of its flows)."""
+
+    on_path: bool | None
+    """The fault hit a link or switch the baseline's packets crossed when it struck
+    (harness/flowlinks.py; None: its path was not measured)."""
+    stall_ms: float | None
+    """Longest delivery stall overlapping the fault; None when it was not on its path."""
+    recovery_ms: float | None
+    """Until its goodput held 90% of what it had before; None: not within the window, or
+    not on its path."""
+    stall_open: bool = False
+    """It never delivered again before the run ended: the stall is longer than given."""
+    path: tuple[str, ...] = ()
+    """The links it was on when the fault struck (data and ACKs)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FaultRow:
     """One fault's line in the summary table and the JSON faults list."""
 
@@ -66,7 +86,7 @@ class FaultRow:
     target: str
     """Link, switch or host:port."""
     action: str
-    """gray, hard, loss 5%, ..."""
+    """gray, hard, loss 5%, cycle 1/2, ..."""
     t_start: float
     """Seconds since the transfers started."""
     t_end: float
@@ -75,14 +95,10 @@ class FaultRow:
     """Longest MRC delivery stall overlapping the fault (worst MRC flow)."""
     mrc_recovery_ms: float | None
     """Until MRC goodput held 90% of the surviving capacity; None: not within the window."""
-    tcp_stall_ms: float | None
-    """Longest TCP delivery stall overlapping the fault."""
-    tcp_recovery_ms: float | None
-    """Same recovery measure for TCP."""
+    baselines: Mapping[str, BaselineFault] = field(default_factory=dict)
+    """Per baseline kind that ran (tcp, tcp-rehash, mptcp)."""
     mrc_stall_open: bool = False
     """An MRC flow never delivered again after its stall (the figure is a lower bound)."""
-    tcp_stall_open: bool = False
-    """A TCP flow never delivered again after its stall (the figure is a lower bound)."""
     t_start_mono: float = 0.0
     """time.monotonic() of the fault, as in the lab's event log."""
     t_end_mono: float = 0.0
@@ -95,6 +111,10 @@ class FaultRow:
     host_pause_ms: float | None = None
     """The longest time the whole machine stood still during that stall (harness/pauses.py;
     None: not watched). Such a stall is the machine's, not the protocol's."""
+
+
+PathJudge = Callable[[FaultWindow, str], tuple[bool, tuple[str, ...]] | None]
+"""(fault, baseline kind) -> (on its path, the links of that path), None: not measured."""
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -119,18 +139,27 @@ def _worst_recovery(ffs: Sequence[FlowFault]) -> float | None:
 
 
 def fault_rows(
-    results: Sequence[FaultResult], kinds: Mapping[str, FlowKind], t_origin: float
+    results: Sequence[FaultResult],
+    kinds: Mapping[str, FlowKind],
+    t_origin: float,
+    judge: PathJudge | None = None,
 ) -> list[FaultRow]:
-    """One row per fault; ``kinds`` says which flow ids are MRC and which TCP."""
+    """One row per fault; ``kinds`` says which flow ids are MRC and which a baseline;
+    ``judge`` whether a fault was on a baseline's path (a stall then is the fault's;
+    otherwise none is charged to it)."""
     rows = []
     for res in results:
-        per_kind: dict[str, list[FlowFault]] = {"mrc": [], "tcp": []}
+        per_kind: dict[str, list[FlowFault]] = {}
         for flow, ff in res.flows.items():
             if flow in kinds:
-                per_kind[kinds[flow]].append(ff)
-        mrc_stall, mrc_open = _worst_stall(per_kind["mrc"])
-        tcp_stall, tcp_open = _worst_stall(per_kind["tcp"])
+                per_kind.setdefault(kinds[flow], []).append(ff)
+        mrc_stall, mrc_open = _worst_stall(per_kind.get("mrc", []))
         f = res.fault
+        baselines = {
+            kind: _baseline_fault(f, kind, ffs, judge)
+            for kind, ffs in per_kind.items()
+            if kind != "mrc"
+        }
         rows.append(
             FaultRow(
                 kind=f.kind,
@@ -139,17 +168,28 @@ def fault_rows(
                 t_start=round(f.t_start - t_origin, 6),
                 t_end=round(f.t_end - t_origin, 6),
                 mrc_stall_ms=_ms(_duration(mrc_stall)),
-                mrc_recovery_ms=_ms(_worst_recovery(per_kind["mrc"])),
-                tcp_stall_ms=_ms(_duration(tcp_stall)),
-                tcp_recovery_ms=_ms(_worst_recovery(per_kind["tcp"])),
+                mrc_recovery_ms=_ms(_worst_recovery(per_kind.get("mrc", []))),
+                baselines=baselines,
                 mrc_stall_open=mrc_open,
-                tcp_stall_open=tcp_open,
                 t_start_mono=f.t_start,
                 t_end_mono=f.t_end,
                 mrc_stall_start_mono=None if mrc_stall is None else mrc_stall.start,
             )
         )
     return rows
+
+
+def _baseline_fault(
+    fault: FaultWindow, kind: str, ffs: Sequence[FlowFault], judge: PathJudge | None
+) -> BaselineFault:
+    judged = judge(fault, kind) if judge is not None else None
+    on_path, path = judged if judged is not None else (None, ())
+    if on_path is False:
+        return BaselineFault(False, None, None, path=path)
+    stall, open_ended = _worst_stall(ffs)
+    return BaselineFault(
+        on_path, _ms(_duration(stall)), _ms(_worst_recovery(ffs)), open_ended, path
+    )
 
 
 def flow_reports(
@@ -193,6 +233,32 @@ def all_mrc_verified(flows: Sequence[FlowReport]) -> bool:
     return bool(mrc) and all(f.verified is True for f in mrc)
 
 
+def explain_stalls(
+    rows: Sequence[FaultRow],
+    events: Sequence[Mapping[str, Any]] | None = None,
+    pauses: Sequence[Pause] | None = None,
+) -> list[FaultRow]:
+    """rows with what happened during each worst MRC stall: ``mrc_stall_rtos`` counted
+    from an MRC sender's event log (io/eventlog.py records: ``t_mono``, ``event``) and
+    ``host_pause_ms``, the longest time the machine stood still then (harness/pauses.py)."""
+    fired = sorted(float(e["t_mono"]) for e in events or () if e.get("event") == "rto_fired")
+    out = []
+    for r in rows:
+        if r.mrc_stall_start_mono is None or r.mrc_stall_ms is None:
+            out.append(r)
+            continue
+        t0 = r.mrc_stall_start_mono
+        t1 = t0 + r.mrc_stall_ms / 1e3
+        if events is not None:
+            r = replace(
+                r, mrc_stall_rtos=bisect.bisect_right(fired, t1) - bisect.bisect_left(fired, t0)
+            )
+        if pauses is not None:
+            r = replace(r, host_pause_ms=_ms(longest_overlap(pauses, t0, t1)))
+        out.append(r)
+    return out
+
+
 def failover_report(
     flows: Sequence[FlowReport],
     faults: Sequence[FaultRow],
@@ -222,14 +288,17 @@ def collisions_report(
     *,
     verified: bool,
     meta: Mapping[str, Any] | None = None,
+    mptcp_bps: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Per-pair throughput of both runs with their fairness (min/max, Jain's index)."""
+    """Per-pair throughput of each run (TCP over ECMP, MPTCP when it ran, MRC) with its
+    fairness (min/max, Jain's index)."""
+    runs = {"ecmp": ecmp_bps, **({"mptcp": mptcp_bps} if mptcp_bps is not None else {})}
     return {
         "version": REPORT_VERSION,
         "demo": "collisions",
         "verified": verified,
         "line_rate_bps": line_rate_bps,
-        "ecmp": {"flows": dict(ecmp_bps), **fairness(list(ecmp_bps.values())).to_dict()},
+        **{k: {"flows": dict(v), **fairness(list(v.values())).to_dict()} for k, v in runs.items()},
         "mrc": {"flows": dict(mrc_bps), **fairness(list(mrc_bps.values())).to_dict()},
         "meta": dict(meta or {}),
     }
@@ -240,114 +309,3 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     jsonl.write_json(path, doc)
-
-
-# -- the summary table ------------------------------------------------------------------------
-
-
-def _cell(
-    ms: float | None,
-    open_ended: bool = False,
-    rtos: int | None = None,
-    pause_ms: float | None = None,
-) -> str:
-    if ms is None:
-        return "-"
-    text = f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-    notes = [f"{rtos} RTO{'s' if rtos > 1 else ''}"] if rtos else []
-    if pause_ms:
-        notes.append(f"host paused {pause_ms:.0f} ms")
-    if notes:
-        text += f" ({', '.join(notes)})"
-    return f">= {text}" if open_ended else text
-
-
-def explain_stalls(
-    rows: Sequence[FaultRow],
-    events: Sequence[Mapping[str, Any]] | None = None,
-    pauses: Sequence[Pause] | None = None,
-) -> list[FaultRow]:
-    """rows with what happened during each worst MRC stall: ``mrc_stall_rtos`` counted
-    from an MRC sender's event log (io/eventlog.py records: ``t_mono``, ``event``) and
-    ``host_pause_ms``, the longest time the machine stood still then (harness/pauses.py)."""
-    fired = sorted(float(e["t_mono"]) for e in events or () if e.get("event") == "rto_fired")
-    out = []
-    for r in rows:
-        if r.mrc_stall_start_mono is None or r.mrc_stall_ms is None:
-            out.append(r)
-            continue
-        t0 = r.mrc_stall_start_mono
-        t1 = t0 + r.mrc_stall_ms / 1e3
-        if events is not None:
-            r = replace(
-                r, mrc_stall_rtos=bisect.bisect_right(fired, t1) - bisect.bisect_left(fired, t0)
-            )
-        if pauses is not None:
-            r = replace(r, host_pause_ms=_ms(longest_overlap(pauses, t0, t1)))
-        out.append(r)
-    return out
-
-
-def summary_table(rows: Sequence[FaultRow]) -> Any:
-    """A rich Table: per fault, MRC stall, MRC recovery, TCP stall."""
-    from rich.table import Table
-
-    table = Table(title="Faults: MRC versus single-path TCP over ECMP", title_justify="left")
-    for name, justify in (
-        ("at", "right"),
-        ("fault", "left"),
-        ("target", "left"),
-        ("MRC stall", "right"),
-        ("MRC recovery", "right"),
-        ("TCP stall", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            f"{r.t_start:.1f}s",
-            f"{r.kind} {r.action}".strip(),
-            r.target,
-            _cell(r.mrc_stall_ms, r.mrc_stall_open, r.mrc_stall_rtos, r.host_pause_ms),
-            _cell(r.mrc_recovery_ms),
-            _cell(r.tcp_stall_ms, r.tcp_stall_open),
-        )
-    return table
-
-
-def _floor(f: FlowReport) -> str:
-    """ "MRC 104 ms (host paused 100 ms)": a flow's longest gap with nothing broken."""
-    text = f"{f.flow.upper()} {f.healthy_max_gap_ms:.0f} ms"
-    if f.healthy_gap_host_pause_ms:
-        text += f" (host paused {f.healthy_gap_host_pause_ms:.0f} ms)"
-    return text
-
-
-def print_summary(
-    rows: Sequence[FaultRow],
-    verified: bool,
-    console: Any = None,
-    flows: Sequence[FlowReport] = (),
-    pauses: Sequence[Pause] = (),
-    t_origin: float = 0.0,
-    steal_s: float | None = None,
-) -> None:
-    from rich.console import Console
-
-    console = console or Console()
-    console.print(summary_table(rows))
-    if pauses:
-        worst = max(pauses, key=lambda p: p.late_s)
-        steal = "" if steal_s is None else f"; CPU steal {steal_s:.2f} s during the run"
-        console.print(
-            f"the machine stood still {len(pauses)} time{'s' if len(pauses) > 1 else ''} "
-            f"(longest {worst.late_s * 1e3:.0f} ms at {worst.t_mono - t_origin:.2f} s{steal}): "
-            "a stall then is the machine's, not the protocol's"
-        )
-    floors = [_floor(f) for f in flows if f.healthy_max_gap_ms is not None]
-    if floors:
-        console.print(f"longest gap between deliveries with nothing broken: {', '.join(floors)}")
-    console.print(
-        "[bold green]verified[/]: every MRC byte matched"
-        if verified
-        else "[bold red]NOT verified[/]: some MRC bytes did not match or never came"
-    )

@@ -199,12 +199,26 @@ async def run_schedule(
 def label_flaps(
     faults: Sequence[FaultWindow], played: Sequence[tuple[Step, float, float]]
 ) -> list[FaultWindow]:
-    """The lab logs a flap as cut/restore pairs; call those cycles what they were."""
+    """The lab logs a flap as cut/restore pairs; call those cycles what they were:
+    "cycle 1/2", "cycle 2/2" (of the flap's count; ``faults`` in time order, as
+    timeline.pair_events gives them)."""
     spans = [(s, a, b) for s, a, b in played if isinstance(s.fault, Flap)]
+    seen: dict[int, int] = {}
     out = []
     for f in faults:
         hit = next(
-            ((s, a, b) for s, a, b in spans if s.target == f.target and a <= f.t_start <= b), None
+            (
+                i
+                for i, (s, a, b) in enumerate(spans)
+                if s.target == f.target and a <= f.t_start <= b
+            ),
+            None,
         )
-        out.append(replace(f, kind="flap", action=f"cycle {f.action}") if hit else f)
+        if hit is None:
+            out.append(f)
+            continue
+        seen[hit] = seen.get(hit, 0) + 1
+        flap = spans[hit][0].fault
+        assert isinstance(flap, Flap)
+        out.append(replace(f, kind="flap", action=f"cycle {seen[hit]}/{flap.count}"))
     return out

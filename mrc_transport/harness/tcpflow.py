@@ -1,4 +1,5 @@
-"""The single-path TCP baseline ("RoCE over ECMP" stand-in) with per-receive timestamps.
+"""The TCP baselines with per-receive timestamps: single-path TCP ("RoCE over ECMP"
+stand-in) pinned to its first path or moved on each RTO, and MPTCP (harness/mptcp.py).
 
 iperf3 reports at best every 100 ms; the experiments need 10 ms bins and the exact gap a cut
 leaves, so this receiver logs (time.monotonic(), nbytes) after every recv(), in the same
@@ -13,6 +14,9 @@ Run inside a lab namespace with ``ip netns exec NS python -m mrc_transport.harne
 
     recv --port 5201 --flow tcp --records tcp.jsonl   # prints {"event": "listening", ...}
     send fd00:6d72:a000:: --port 5201 -t 10           # prints {"event": "end", ...}
+
+``--rehash`` on both ends lets Linux move the flow on RTO; ``--mptcp`` on both ends makes
+it one MPTCP connection (to the receiver's plane-0 address in a lab: docs/lab.md, "MPTCP").
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import gc
 import hashlib
 import json
+import signal
 import socket
 import sys
 import threading
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrc_transport.harness.errors import HarnessError
+from mrc_transport.harness.mptcp import IPPROTO_MPTCP, subflow_addresses
 from mrc_transport.harness.records import record_line, write_records
 from mrc_transport.harness.timeline import Delivery
 
@@ -39,16 +45,41 @@ DEFAULT_SEED = "mrc"
 RECV_BUF = 256 * 1024
 SEND_CHUNK = 128 * 1024
 SO_TXREHASH = getattr(socket, "SO_TXREHASH", 74)  # Linux 5.19+, asm-generic value
-TXREHASH_DISABLED = 0
+TXREHASH_DISABLED, TXREHASH_ENABLED = 0, 1
 
 
-def pin_path(sock: socket.socket) -> None:
-    """Keep the flow on its first ECMP path, like RoCE (one UDP source port per QP).
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """How a baseline's sockets are opened."""
 
-    Linux TCP re-rolls its IPv6 flow label and route on every RTO (net.core.txrehash), so
-    one RTO moves it off a cut path. The baseline stands in for single-path RoCE,
-    which cannot do that, so it turns rehashing off for its sockets."""
-    sock.setsockopt(socket.SOL_SOCKET, SO_TXREHASH, TXREHASH_DISABLED)
+    mptcp: bool = False
+    """One MPTCP connection (IPPROTO_MPTCP) instead of TCP. Its subflows follow the
+    namespace's net.core.txrehash (on by default): MPTCP refuses SO_TXREHASH
+    (EOPNOTSUPP), it passes no such option on to them."""
+    rehash: bool = False
+    """TCP: Linux moves the flow to another path on every RTO, as it does by default (the
+    stronger single-path baseline); else it stays pinned to its first path."""
+
+    def open(self) -> socket.socket:
+        sock = socket.socket(
+            socket.AF_INET6, socket.SOCK_STREAM, IPPROTO_MPTCP if self.mptcp else 0
+        )
+        self.pin(sock)
+        return sock
+
+    def pin(self, sock: socket.socket) -> None:
+        """Keep a TCP flow on its first ECMP path, like RoCE (one UDP source port per QP),
+        or let it move (``rehash``).
+
+        Linux TCP re-rolls its IPv6 flow label and route on every RTO (net.core.txrehash),
+        so one RTO moves it off a cut path. The pinned baseline stands in for single-path
+        RoCE, which cannot do that, so it turns rehashing off for its sockets."""
+        if not self.mptcp:
+            value = TXREHASH_ENABLED if self.rehash else TXREHASH_DISABLED
+            sock.setsockopt(socket.SOL_SOCKET, SO_TXREHASH, value)
+
+
+PINNED = Stream()
 
 
 class Pattern:
@@ -104,6 +135,15 @@ def _first_difference(pattern: Pattern, offset: int, data: memoryview) -> int:
     return len(data)
 
 
+class Stopped(Exception):
+    """SIGTERM to a receiver: it ends with what arrived so far (a baseline still stalled
+    when an experiment is over is stopped, and its records say how long it had stalled)."""
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise Stopped
+
+
 @dataclass
 class RecvResult:
     """What the receiver saw."""
@@ -113,6 +153,7 @@ class RecvResult:
     nbytes: int = 0
     verified: bool = True
     first_bad_offset: int | None = None
+    stopped: bool = False
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -121,17 +162,16 @@ class RecvResult:
             "bytes": self.nbytes,
             "verified": self.verified,
             "first_bad_offset": self.first_bad_offset,
+            "stopped": self.stopped,
             "records": len(self.records),
             "t_first": self.records[0].t_mono if self.records else None,
             "t_last": self.records[-1].t_mono if self.records else None,
         }
 
 
-def listen(port: int, bind: str = "::", *, rehash: bool = False) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+def listen(port: int, bind: str = "::", *, stream: Stream = PINNED) -> socket.socket:
+    sock = stream.open()  # accepted sockets inherit the pin; _drain sets it again
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if not rehash:
-        pin_path(sock)  # accepted sockets inherit it; receive() sets it again to be sure
     sock.bind((bind, port))
     sock.listen(1)
     return sock
@@ -145,12 +185,12 @@ def receive(
     accept_timeout: float | None = 30.0,
     on_progress: Callable[[float, int], None] | None = None,
     progress_s: float = 0.0,
-    rehash: bool = False,
+    stream: Stream = PINNED,
 ) -> RecvResult:
     """Accept one connection and read it to EOF, one record per recv()."""
     conn = _accept(sock, accept_timeout)
     with conn:
-        return _drain(conn, flow, pattern, on_progress, progress_s, rehash)
+        return _drain(conn, flow, pattern, on_progress, progress_s, stream)
 
 
 def receive_streams(
@@ -160,7 +200,7 @@ def receive_streams(
     streams: int,
     *,
     accept_timeout: float | None = 30.0,
-    rehash: bool = False,
+    stream: Stream = PINNED,
 ) -> RecvResult:
     """Accept ``streams`` connections (a sender's -P) and read each to EOF in a thread of
     its own, each checked against the pattern from offset 0; one result for all, its
@@ -170,7 +210,7 @@ def receive_streams(
 
     def drain(i: int) -> None:
         with conns[i]:
-            results[i] = _drain(conns[i], flow, pattern, None, 0.0, rehash)
+            results[i] = _drain(conns[i], flow, pattern, None, 0.0, stream)
 
     threads = [threading.Thread(target=drain, args=(i,)) for i in range(len(conns))]
     for t in threads:
@@ -201,7 +241,7 @@ def _drain(
     pattern: Pattern,
     on_progress: Callable[[float, int], None] | None,
     progress_s: float,
-    rehash: bool,
+    stream: Stream,
 ) -> RecvResult:
     """Read one connection to EOF, one record per recv(), every byte checked."""
     result = RecvResult(flow)
@@ -210,16 +250,18 @@ def _drain(
     view = memoryview(buf)
     next_progress = time.monotonic() + progress_s
     conn.settimeout(None)
-    if not rehash:
-        pin_path(conn)  # its ACKs keep one path too
-    while (n := conn.recv_into(buf)) > 0:
-        t = time.monotonic()
-        result.records.append(Delivery(t, n, flow))
-        result.nbytes += n
-        verifier.feed(view[:n])
-        if on_progress is not None and progress_s > 0 and t >= next_progress:
-            on_progress(t, result.nbytes)
-            next_progress = t + progress_s
+    stream.pin(conn)  # its ACKs keep one path too (or move as the data does)
+    try:
+        while (n := conn.recv_into(buf)) > 0:
+            t = time.monotonic()
+            result.records.append(Delivery(t, n, flow))
+            result.nbytes += n
+            verifier.feed(view[:n])
+            if on_progress is not None and progress_s > 0 and t >= next_progress:
+                on_progress(t, result.nbytes)
+                next_progress = t + progress_s
+    except Stopped:
+        result.stopped = True
     result.verified, result.first_bad_offset = verifier.ok, verifier.first_bad
     return result
 
@@ -234,6 +276,8 @@ class SendResult:
     """time.monotonic() when the connection was up."""
     t_end: float
     """time.monotonic() after the last byte was written and the write side shut down."""
+    subflows: tuple[tuple[str, str], ...] = ()
+    """MPTCP: each subflow's (local, remote) address when the last byte was written."""
 
 
 def send(
@@ -247,7 +291,7 @@ def send(
     cport: int = 0,
     chunk: int = SEND_CHUNK,
     connect_timeout: float = 10.0,
-    rehash: bool = False,
+    stream: Stream = PINNED,
     on_start: Callable[[float], None] | None = None,
 ) -> SendResult:
     """Send the pattern at full speed for `seconds` or `nbytes` (whichever is given);
@@ -256,10 +300,8 @@ def send(
         raise HarnessError("give exactly one of -t SECONDS or -n BYTES")
     if not 0 < chunk <= PERIOD:
         raise HarnessError(f"chunk must be in 1..{PERIOD}")
-    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    sock = stream.open()
     with sock:
-        if not rehash:
-            pin_path(sock)
         if bind is not None or cport:
             # A fixed source port pins the ECMP hash (fib_multipath_hash_policy=1: L4).
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -277,10 +319,11 @@ def send(
             n = chunk if limit < 0 else min(chunk, limit - sent)
             sock.sendall(pattern.slice(sent, n))
             sent += n
+        subflows = tuple(subflow_addresses(sock)) if stream.mptcp else ()
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(connect_timeout * 6)
         sock.recv(1)  # wait for the receiver's EOF: every byte was read before we report
-        return SendResult(sent, t_start, time.monotonic())
+        return SendResult(sent, t_start, time.monotonic(), subflows)
 
 
 def send_streams(
@@ -387,12 +430,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for p in (r, s):
         p.add_argument("--seed", default=DEFAULT_SEED)
-        p.add_argument(
+        how = p.add_mutually_exclusive_group()
+        how.add_argument(
             "--rehash",
             action="store_true",
             help="let Linux move the flow to another path on RTO (default: pinned)",
         )
+        how.add_argument(
+            "--mptcp", action="store_true", help="one MPTCP connection (both ends must say so)"
+        )
     return parser
+
+
+def _stream(args: argparse.Namespace) -> Stream:
+    return Stream(mptcp=args.mptcp, rehash=args.rehash)
 
 
 def _positive(text: str) -> int:
@@ -406,10 +457,20 @@ def _positive(text: str) -> int:
 
 
 def _run_recv(args: argparse.Namespace) -> int:
-    sock = listen(args.port, args.bind, rehash=args.rehash)
+    sock = listen(args.port, args.bind, stream=_stream(args))
+    # the drain runs in this thread, where the signal is handled (the main one, when run
+    # as a program; a test may call main in another, without the handler)
+    handle = args.streams == 1 and threading.current_thread() is threading.main_thread()
+    if handle:
+        signal.signal(signal.SIGTERM, _stop)
     with sock:
         _emit({"event": "listening", "port": sock.getsockname()[1], "t_mono": time.monotonic()})
-        result = _receive(args, sock)
+        try:
+            result = _receive(args, sock)
+        except Stopped:  # before a sender connected
+            result = RecvResult(args.flow, stopped=True)
+        if handle:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if args.records:
         write_records(args.records, result.records)
     else:
@@ -427,7 +488,7 @@ def _receive(args: argparse.Namespace, sock: socket.socket) -> RecvResult:
             Pattern(args.seed),
             args.streams,
             accept_timeout=args.accept_timeout,
-            rehash=args.rehash,
+            stream=_stream(args),
         )
     return receive(
         sock,
@@ -436,7 +497,7 @@ def _receive(args: argparse.Namespace, sock: socket.socket) -> RecvResult:
         accept_timeout=args.accept_timeout,
         on_progress=lambda t, n: _emit({"event": "progress", "t_mono": t, "bytes": n}),
         progress_s=args.progress,
-        rehash=args.rehash,
+        stream=_stream(args),
     )
 
 
@@ -452,9 +513,12 @@ def _run_send(args: argparse.Namespace) -> int:
         bind=args.bind,
         cport=args.cport,
         chunk=args.chunk,
-        rehash=args.rehash,
+        stream=_stream(args),
     )
-    _emit({"event": "end", "bytes_sent": res.nbytes, "t_start": res.t_start, "t_end": res.t_end})
+    end = {"event": "end", "bytes_sent": res.nbytes, "t_start": res.t_start, "t_end": res.t_end}
+    if args.mptcp:
+        end["subflows"] = [list(pair) for pair in res.subflows]
+    _emit(end)
     return 0
 
 

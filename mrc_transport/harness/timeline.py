@@ -379,12 +379,16 @@ def analyse(
     surviving: Callable[[FaultWindow, str], float] = _one_surviving,
     capacity_bps: Mapping[str, float] | None = None,
     params: Params = Params(),
+    t_stop_of: Mapping[str, float] | None = None,
 ) -> list[FaultResult]:
     """Per fault, per flow: stall, baseline, recovery. ``surviving(fault, flow)`` is the
     fraction of the flow's pre-fault capacity that the fault leaves; ``capacity_bps`` gives a
-    flow's healthy capacity outright instead of measuring it before each fault."""
+    flow's healthy capacity outright instead of measuring it before each fault;
+    ``t_stop_of`` a flow's own end of observation, when it was watched longer than the
+    others (a stall that outlasts the run is then measured whole, not cut at t_stop)."""
     flows = by_flow(deliveries)
-    series = {f: goodput(rs, t_begin, t_stop, params.bin_s) for f, rs in flows.items()}
+    stop = {f: (t_stop_of or {}).get(f, t_stop) for f in flows}
+    series = {f: goodput(rs, t_begin, stop[f], params.bin_s) for f, rs in flows.items()}
     aftermath = with_aftermath(faults, flows, t_begin=t_begin, t_stop=t_stop, params=params)
     out: list[FaultResult] = []
     for fault in faults:
@@ -397,7 +401,7 @@ def analyse(
                 series[flow],
                 aftermath,
                 t_begin,
-                t_stop,
+                stop[flow],
                 surviving(fault, flow),
                 (capacity_bps or {}).get(flow),
                 params,

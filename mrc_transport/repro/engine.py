@@ -51,11 +51,19 @@ class ReproConfig:
     """The shortened run (seconds), as the lab tests run it."""
     fabric_label: str = ""
     """Where the fabric came from, for the report ("preset default, ...", a file)."""
+    baselines: tuple[str, ...] = ("tcp", "mptcp")
+    """The baselines whose runs are played: an experiment's MPTCP runs only with mptcp."""
 
 
 def unique_lab(exp: Experiment[Any]) -> str:
     """``r`` + the experiment's code + 4 hex digits: at most 12 characters."""
     return f"r{exp.code}{secrets.token_hex(2)}"
+
+
+def selected(runs: Sequence[Run], baselines: Sequence[str]) -> list[Run]:
+    """The runs whose flows are MRC's or a chosen baseline's."""
+    chosen = {"mrc", *baselines}
+    return [r for r in runs if all(f.kind in chosen for f in r.flows)]
 
 
 def check_plan(topo: Topology, runs: Sequence[Run]) -> None:
@@ -77,7 +85,7 @@ def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) 
         raise HarnessError("needs root (network namespaces); try sudo")
     knobs = exp.knobs(cfg.quick)
     exp.check(cfg.topo, knobs)
-    runs = exp.plan(cfg.topo, knobs)
+    runs = selected(exp.plan(cfg.topo, knobs), cfg.baselines)
     check_plan(cfg.topo, runs)
     lab = cfg.lab or unique_lab(exp)
     if lab_exists(lab):  # the user's to fix (exit 2), and never to be torn down by us
@@ -111,6 +119,7 @@ def run_on_lab(runs: Sequence[Run], cfg: ReproConfig, lab: str, console: Any) ->
     results: list[RunResult] = []
     try:
         up(topo, lab)
+        _check_mptcp(runs, lab)
         for run in runs:
             _say(console, f"run {run.name}: {_describe(run)}")
             results.append(play(run, cfg, lab, children))
@@ -121,6 +130,15 @@ def run_on_lab(runs: Sequence[Run], cfg: ReproConfig, lab: str, console: Any) ->
             down(lab)
             _say(console, f"lab {lab}: torn down")
     return results
+
+
+def _check_mptcp(runs: Sequence[Run], lab: str) -> None:
+    """Every host of an MPTCP flow runs MPTCP (harness/mptcp.py; Unavailable if not)."""
+    from mrc_transport.harness.mptcp import check_ready
+
+    hosts = {h for r in runs for f in r.flows if f.kind == "mptcp" for h in (f.src, f.dst)}
+    if hosts:
+        check_ready(lab, sorted(hosts))
 
 
 def _describe(run: Run) -> str:

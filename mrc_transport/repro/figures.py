@@ -33,22 +33,27 @@ def run_timeline(
     flows: Mapping[str, Sequence[str]] | None = None,
     fault_labels: bool = True,
     faults: Sequence[FaultWindow] | None = None,
+    beside: Sequence[RunResult] = (),
 ) -> None:
     """A run's goodput over time, the faults shaded. ``flows`` maps a line's label to the
-    flows it sums (default: one line per flow)."""
-    groups = flows or {f.name: [f.name] for f in res.run.flows}
-    kinds = {f.name: f.kind for f in res.run.flows}
-    series = {}
-    line_kinds = {}
-    for label, names in groups.items():
-        wanted = set(names)
-        mine = [d for d in res.deliveries if d.flow in wanted]
-        series[label] = series_of(mine, res.t_origin, res.t_stop, bin_s, res.t_origin)
-        line_kinds[label] = kinds[names[0]]
+    flows it sums (default: one line per flow); ``beside``: runs of the same plan with
+    another transport (MPTCP), their flows summed into one line each, against their own
+    time 0."""
+    series: dict[str, Goodput] = {}
+    kinds: dict[str, str] = {}
+    for r in (res, *beside):
+        groups = flows or {f.name: [f.name] for f in r.run.flows}
+        if r is not res:  # the same flows by another transport: one line, named after it
+            groups = {r.run.name: [n for names in groups.values() for n in names]}
+        for label, names in groups.items():
+            wanted = set(names)
+            mine = [d for d in r.deliveries if d.flow in wanted]
+            series[label] = series_of(mine, r.t_origin, r.t_stop, bin_s, r.t_origin)
+            kinds[label] = next(f.kind for f in r.run.flows if f.name in wanted)
     timeline_png(
         path,
         series,
-        line_kinds,
+        kinds,
         shifted(res.faults if faults is None else faults, res.t_origin),
         0.0,
         title=title,

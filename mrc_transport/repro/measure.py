@@ -138,5 +138,11 @@ def ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+def gap(seconds: float | None, open_ended: bool = False) -> str:
+    """A delivery gap in words; one still open when the run ended is a lower bound:
+    "> 3.2 s (still stalled)", never cut to the run's length without saying so."""
+    return f"> {ms(seconds)} (still stalled)" if open_ended and seconds is not None else ms(seconds)
+
+
 def secs(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f} s"

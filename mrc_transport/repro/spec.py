@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from labs.errors import LabError
 from labs.topology import Topology, preset
 from labs.units import format_rate
+from mrc_transport.harness.baselines import BaselineKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.pauses import Pause
@@ -210,6 +211,30 @@ class Experiment(Generic[K]):
 
     def knobs(self, quick: bool) -> K:
         return self.quick if quick else self.full
+
+
+def as_baseline(run: Run, kind: BaselineKind) -> Run:
+    """The same run with a baseline's flows in place of MRC's (the same hosts, length and
+    faults): each on a TCP port of its own, a flow named after MRC ("mrc") named after
+    the baseline. The paper has no MPTCP; the runs measure what Linux's multipath does
+    under the same faults."""
+    flows = []
+    for i, f in enumerate(run.flows):
+        name = kind if f.name == "mrc" else f.name
+        port = TCP_BASE_PORT + i
+        flows.append(Flow(name, kind, f.src, f.dst, port, f.seconds, f.streams, nbytes=f.nbytes))
+    return replace(run, name=kind, flows=tuple(flows))
+
+
+def run_named(results: Sequence[RunResult], name: str) -> RunResult | None:
+    """The run called name, None when it did not run (a baseline left out)."""
+    return next((r for r in results if r.run.name == name), None)
+
+
+def compared(claim: str, lab: str, verdict: str) -> Row:
+    """A row the paper has no claim for (MPTCP beside MRC): a verdict in words, not a
+    judgement."""
+    return Row(f"{claim} (not in the paper)", lab, f"for comparison: {verdict}", None)
 
 
 def one_mrc_flow(topo: Topology, duration_s: float, steps: Sequence[Step]) -> Run:

@@ -76,8 +76,10 @@ def test_quick_run_reports_and_verifies_every_byte(
 
 
 def port_loss_found_its_port(doc: dict[str, Any]) -> None:
-    """port-loss's report names the port it failed and measures around that fault."""
-    (run,) = doc["runs"]
+    """port-loss's report names the port it failed and measures around that fault, for
+    MRC and for MPTCP."""
+    run, mptcp = doc["runs"]
+    assert (run["name"], mptcp["name"]) == ("mrc", "mptcp")
     (fault,) = run["faults"]
     dst = run["flows"][0]["dst"]
     assert (fault["kind"], fault["target"], fault["restored"]) == ("fail", f"{dst}:p1", True)
@@ -88,6 +90,8 @@ def port_loss_found_its_port(doc: dict[str, Any]) -> None:
     # stalled for the whole outage, 3 s, the sender never taking the plane out of use)
     assert n["down_fraction"] is not None
     assert n["stall_s"] is not None
+    assert n["mptcp"]["stall_s"] is not None  # a figure, whatever it was
+    assert [r["agrees"] for r in doc["rows"]][-1] is None  # MPTCP's row: in words
 
 
 def test_the_lab_is_torn_down_after_an_error(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
 from tests.lab.conftest import require_root_netns
+from tests.lab.flowprocs import ends, next_event, stop, tcpflow
 
 pytestmark = pytest.mark.lab
 
@@ -77,26 +77,6 @@ def pair() -> Iterator[Pair]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
-def _tcpflow(ns: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "mrc_transport.harness.tcpflow", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _next_event(proc: subprocess.Popen[str], event: str) -> dict[str, object]:
-    """Read the receiver's stdout until the named event line (its readiness signal)."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        obj = json.loads(line)
-        if obj.get("event") == event:
-            return dict(obj)
-    err = proc.stderr.read() if proc.stderr else ""
-    raise AssertionError(f"receiver exited before {event!r}: {err}")
-
-
 def _gray(ns: str, dev: str, on: bool) -> None:
     text = (
         f'table netdev graycut {{\n  chain in {{\n    type filter hook ingress device "{dev}" '
@@ -111,13 +91,13 @@ def _run_flow(
     pair: Pair, tmp: Path, seconds: float, cut: tuple[float, float] | None
 ) -> tuple[dict[str, object], dict[str, object], list[float]]:
     records = tmp / "tcp.jsonl"
-    rx = _tcpflow(pair.b, "recv", "--port", "5201", "--records", str(records), "--progress", "0.05")
+    rx = tcpflow(pair.b, "recv", "--port", "5201", "--records", str(records), "--progress", "0.05")
     tx: subprocess.Popen[str] | None = None
     marks: list[float] = []
     try:
-        _next_event(rx, "listening")
-        tx = _tcpflow(pair.a, "send", ADDR_B, "--port", "5201", "-t", str(seconds))
-        first = _next_event(rx, "progress")  # data is flowing
+        next_event(rx, "listening")
+        tx = tcpflow(pair.a, "send", ADDR_B, "--port", "5201", "-t", str(seconds))
+        first = next_event(rx, "progress")  # data is flowing
         if cut is not None:
             start_after, length = cut
             time.sleep(max(0.0, float(str(first["t_mono"])) + start_after - time.monotonic()))
@@ -132,17 +112,9 @@ def _run_flow(
             _gray(pair.a, "va", False)
             _gray(pair.b, "vb", False)
             marks.append(time.monotonic())
-        tx_out, tx_err = tx.communicate(timeout=seconds + 30)
-        rx_out, rx_err = rx.communicate(timeout=30)
+        sent, end = ends(rx, tx, seconds + 30)
     finally:
-        for p in (rx, tx):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert tx.returncode == 0, tx_err
-    assert rx.returncode == 0, rx_err
-    sent = json.loads(tx_out.strip().splitlines()[-1])
-    end = json.loads(rx_out.strip().splitlines()[-1])
+        stop(rx, tx)
     return sent, end, marks
 
 
@@ -201,14 +173,12 @@ def test_tcp_path_is_found_by_counters_and_its_gray_cut_stalls_tcp(
     lab = Lab(tiny_lab)
     dst = str(addressing.baseline_address(lab.topo, "h2"))
     records = tmp_path / "tcp.jsonl"
-    rx = _tcpflow(
-        namespace(tiny_lab, "h2"), "recv", "--records", str(records), "--progress", "0.05"
-    )
+    rx = tcpflow(namespace(tiny_lab, "h2"), "recv", "--records", str(records), "--progress", "0.05")
     tx: subprocess.Popen[str] | None = None
     try:
-        _next_event(rx, "listening")
-        tx = _tcpflow(namespace(tiny_lab, "h0"), "send", dst, "-t", "3.5")
-        _next_event(rx, "progress")
+        next_event(rx, "listening")
+        tx = tcpflow(namespace(tiny_lab, "h0"), "send", dst, "-t", "3.5")
+        next_event(rx, "progress")
         link = measure_tcp_link(tiny_lab, lab.topo, 0.4, min_bytes=1_000_000)
         assert lab.topo.link(link).kind == "t0-t1"
         lab.cut(link, "gray")

@@ -18,12 +18,12 @@ from mrc_transport.demo.failover import (
     MRC_EVENTS,
     MRC_SERVER_EVENTS,
     FailoverConfig,
+    baseline_recv_argv,
+    baseline_send_argv,
     mrc_client_argv,
     mrc_server_argv,
-    surviving_fraction,
-    tcp_recv_argv,
-    tcp_send_argv,
 )
+from mrc_transport.demo.failover_analysis import surviving_fraction
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.paths import path_killed
 from mrc_transport.harness.patterns import permutation, pick_hosts
@@ -48,6 +48,13 @@ pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no 
         (["demo", "failover", "--bogus"], ["unrecognized"]),
         (["demo", "failover", "--preset", "tiny", "--from", "h0", "--to", "h1"], ["share a rack"]),
         (["demo", "failover", "--preset", "tiny", "--from", "h9"], ["no host 'h9'"]),
+        (["demo", "failover", "--baselines", "tcp,quic"], ["unknown baseline 'quic'"]),
+        (["demo", "failover", "--baselines", "tcp,tcp"], ["baseline 'tcp' given twice"]),
+        (["demo", "failover", "--baselines", ","], ["--baselines needs at least one"]),
+        (
+            ["demo", "failover", "--baselines", "mptcp"],
+            ["names @", "add tcp or tcp-rehash to --baselines"],
+        ),
         (["demo", "collisions", "--planes", "-1"], [">= 0"]),
         (["demo", "collisions", "--preset", "nope"], ["invalid choice"]),
     ],
@@ -145,10 +152,11 @@ def test_label_flaps_renames_only_cycles_inside_the_flap() -> None:
         FaultWindow("cut", link, "hard", 1.0, 2.0),
         FaultWindow("cut", link, "hard", 5.1, 5.3),
         FaultWindow("cut", link, "hard", 5.6, 5.8),
+        FaultWindow("cut", "t0-p0-1:t1-p0-1", "gray", 5.6, 5.9),
     ]
     out = label_flaps(faults, [(flap, 5.05, 6.1)])
-    assert [f.kind for f in out] == ["cut", "flap", "flap"]
-    assert out[1].action == "cycle hard"
+    assert [f.kind for f in out] == ["cut", "flap", "flap", "cut"]
+    assert [f.action for f in out] == ["hard", "cycle 1/2", "cycle 2/2", "gray"]
 
 
 def test_permutation_every_host_sends_once_and_receives_once() -> None:
@@ -195,5 +203,26 @@ def test_children_argv_write_where_the_analysis_reads(tmp_path: Path) -> None:
     assert after(client, "--events") == str(tmp_path / MRC_EVENTS)
     assert after(client, "-t") == "20.000"
     assert after(client, "-p") == after(server, "-p")
-    assert after(tcp_recv_argv(cfg), "--records") == str(tmp_path / "tcp.jsonl")
-    assert float(after(tcp_send_argv(cfg, "h0"), "-t")) > cfg.duration  # outlives MRC
+    for i, kind in enumerate(("tcp", "tcp-rehash", "mptcp")):
+        recv, send = baseline_recv_argv(cfg, kind), baseline_send_argv(cfg, kind, "h2", "h0")
+        assert after(recv, "--records") == str(tmp_path / f"{kind}.jsonl")
+        assert after(recv, "--flow") == kind
+        assert after(recv, "--port") == after(send, "--port") == str(5201 + i)
+        assert float(after(send, "-t")) > cfg.duration  # outlives MRC
+    mptcp = baseline_send_argv(cfg, "mptcp", "h2", "h0")
+    assert "--mptcp" in mptcp
+    assert after(mptcp, "send") == "fd00:6d72:a000::"  # h0's address in every plane
+    assert after(mptcp, "--bind") == "fcbb:bb00:a002::"  # from h2's plane 0: the first subflow
+    assert "--rehash" in baseline_recv_argv(cfg, "tcp-rehash")
+    assert "--rehash" not in baseline_send_argv(cfg, "tcp", "h2", "h0")  # pinned
+    assert "--bind" not in baseline_send_argv(cfg, "tcp", "h2", "h0")
+
+
+def test_a_kernel_without_mptcp_is_one_line_before_any_lab(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("labs.kernel.has_mptcp", lambda: False)
+    assert main(["demo", "failover", "--preset", "tiny"]) == 2
+    error_line(capsys, "this kernel has no MPTCP", "--baselines tcp")
+    assert main(["demo", "collisions", "--preset", "tiny", "--baselines", "mptcp"]) == 2
+    error_line(capsys, "this kernel has no MPTCP")

@@ -30,6 +30,9 @@ def _topology(tmp_path: Path, text: str) -> str:
         (["repro", "loss", "--bogus"], ["unrecognized arguments: --bogus"]),
         (["repro", "all", "--name", "abc"], ["--name names one lab"]),
         (["repro", "loss", "--topology", "/nonexistent.yaml"], ["/nonexistent.yaml"]),
+        (["repro", "loss", "--baselines", "mptcp"], ["tcp (always) and mptcp"]),
+        (["repro", "loss", "--baselines", "tcp,tcp-rehash"], ["tcp (always) and mptcp"]),
+        (["repro", "loss", "--baselines", "tcp,sctp"], ["unknown baseline 'sctp'"]),
     ],
 )
 def test_bad_names_and_flags_are_one_line_exit_2(
@@ -75,3 +78,14 @@ def test_help_lists_the_experiments(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("loss", "permutation", "incast", "port-loss", "flapping", "cascade"):
         assert name in out
     assert "--quick" in out
+
+
+def test_a_kernel_without_mptcp_is_one_line_unless_left_out(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("labs.kernel.has_mptcp", lambda: False)
+    assert main(["repro", "loss"]) == 2
+    error_line(capsys, "this kernel has no MPTCP", "--baselines tcp")
+    monkeypatch.setattr("os.geteuid", lambda: 1000)  # past the checks: stop before a lab
+    assert main(["repro", "loss", "--baselines", "tcp"]) == 2
+    error_line(capsys, "needs root")

@@ -48,13 +48,13 @@ def test_render_shows_flows_planes_evs_and_faults() -> None:
     text = _text(render(_snap(2.5, (line,))))
     assert "t =   2.50 s" in text
     assert "active EVs: 120 / 128" in text
-    assert "mrc (MRC)" in text
-    assert "tcp (TCP)" in text
+    assert "MRC " in text
+    assert "TCP " in text
     assert "380.00 Mbits/sec" in text
     assert "plane 3" in text
     assert "cut gray  t0-p1-0:t1-p1-1" in text
     assert "bytes verified so far" in text
-    mrc_line = next(ln for ln in text.splitlines() if "mrc (MRC)" in ln)
+    mrc_line = next(ln for ln in text.splitlines() if "MRC " in ln and "Mbits/sec" in ln)
     assert mrc_line.count("█") == round(380 / 400 * BAR_WIDTH * 8) // 8
 
 
@@ -91,3 +91,18 @@ async def test_run_live_redraws_until_told_to_stop(autojump_clock: trio.testing.
     assert source.calls == 4
     assert trio.current_time() - start == pytest.approx(0.2 * 3)
     assert "fault 3" in console.export_text()
+
+
+def test_a_multipath_baseline_gets_a_panel_per_plane() -> None:
+    snap = LiveSnapshot(
+        t=1.0,
+        flows=[("mrc", "mrc", 200e6), ("mptcp", "mptcp", 150e6), ("tcp-rehash", "tcp-rehash", 0)],
+        planes=[(0, 50e6), (1, 50e6)],
+        other_planes=[("MPTCP", [(0, 75e6), (1, 0.0)])],
+        flow_scale_bps=200e6,
+        plane_scale_bps=100e6,
+    )
+    text = _text(render(snap))
+    assert "MPTCP per plane" in text
+    assert "TCP rehash" in text
+    assert "75.00 Mbits/sec" in text

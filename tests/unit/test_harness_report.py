@@ -1,4 +1,5 @@
-"""demo.report and demo.plot on a synthetic failover run with known stalls."""
+"""harness.report, harness.summary and harness.plot on a synthetic failover run with known
+stalls."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from rich.console import Console
 from mrc_transport.harness.pauses import Pause, PauseWatch, longest_overlap
 from mrc_transport.harness.plot import collisions_png, timeline_png
 from mrc_transport.harness.report import (
+    BaselineFault,
+    FaultRow,
     FlowReport,
     all_mrc_verified,
     collisions_report,
@@ -18,9 +21,9 @@ from mrc_transport.harness.report import (
     failover_report,
     fault_rows,
     flow_reports,
-    print_summary,
     write_json,
 )
+from mrc_transport.harness.summary import WIDTH, print_summary, stall_cell
 from mrc_transport.harness.timeline import (
     Delivery,
     FaultWindow,
@@ -89,13 +92,37 @@ def test_fault_rows_carry_the_issue_fields() -> None:
     cut, fail = rows
     assert cut.mrc_stall_ms == pytest.approx(9.0)  # 1.9995 -> 2.0085
     assert fail.mrc_stall_ms == pytest.approx(13.0)
-    assert cut.tcp_stall_ms == pytest.approx(2401.0)
-    assert fail.tcp_stall_ms == pytest.approx(2601.0)
+    tcp_cut, tcp_fail = cut.baselines["tcp"], fail.baselines["tcp"]
+    assert tcp_cut.stall_ms == pytest.approx(2401.0)
+    assert tcp_fail.stall_ms == pytest.approx(2601.0)
+    assert tcp_cut.on_path is None  # no path measured: every stall is reported
     assert cut.mrc_recovery_ms is not None
     assert cut.mrc_recovery_ms <= 20.0  # bins of 10 ms: back in the bin after the stall
-    assert cut.tcp_recovery_ms == pytest.approx(2400.0, abs=10.0)
+    assert tcp_cut.recovery_ms == pytest.approx(2400.0, abs=10.0)
     assert not cut.mrc_stall_open
     assert cut.t_start_mono == T0 + 2.0
+    assert set(cut.baselines) == {"tcp"}
+
+
+def test_a_fault_off_a_baselines_path_is_not_charged_to_it() -> None:
+    _, results = _analysis()
+
+    def judge(fault: FaultWindow, kind: str) -> tuple[bool, tuple[str, ...]]:
+        return fault.kind == "cut", ("t0-p1-0:t1-p1-1",)
+
+    cut, fail = fault_rows(results, KINDS, T0, judge)  # type: ignore[arg-type]
+    assert cut.baselines["tcp"].on_path is True
+    assert cut.baselines["tcp"].stall_ms == pytest.approx(2401.0)
+    # TCP did stall 2.6 s then, but the failed T1 was not on its path: no figure to blame
+    assert fail.baselines["tcp"] == BaselineFault(False, None, None, False, ("t0-p1-0:t1-p1-1",))
+    console = Console(record=True, width=WIDTH, force_terminal=False)
+    print_summary([cut, fail], verified=True, console=console)
+    text = console.export_text()
+    assert "off path" in text
+    assert "2.40 s" in text
+    doc = failover_report([], [cut, fail], t_origin=T0, duration_s=10.0, bin_s=0.01)
+    assert doc["faults"][1]["baselines"]["tcp"]["on_path"] is False
+    assert doc["faults"][1]["baselines"]["tcp"]["stall_ms"] is None
 
 
 def test_rtos_are_counted_inside_the_worst_mrc_stall_only() -> None:
@@ -160,8 +187,11 @@ def test_failover_report_json(tmp_path: Path) -> None:
             "t_end",
             "mrc_stall_ms",
             "mrc_recovery_ms",
-            "tcp_stall_ms",
+            "baselines",
         } <= set(f)
+        assert {"on_path", "stall_ms", "recovery_ms", "stall_open", "path"} <= set(
+            f["baselines"]["tcp"]
+        )
     mrc = next(f for f in back["flows"] if f["flow"] == "mrc")
     assert mrc["evs_retired"] == 3
     assert mrc["retransmits"] == 12
@@ -192,9 +222,9 @@ def test_summary_table_renders_without_a_tty() -> None:
     print_summary(rows, verified=True, console=console)
     text = console.export_text()
     assert "MRC stall" in text
-    assert "TCP stall" in text
+    assert "TCP" in text
     assert "9.0 ms" in text
-    assert "2401 ms" in text
+    assert "2.40 s" in text
     assert "t1-p1-1" in text
     assert "verified" in text
 
@@ -303,3 +333,42 @@ def test_a_healthy_gap_during_a_host_pause_says_so() -> None:
     assert "MRC 104 ms (host paused 100 ms), TCP 200 ms" in text
     no_watch = flow_reports(totals, KINDS, {"mrc": True}, None, gaps)  # type: ignore[arg-type]
     assert all(f.healthy_gap_host_pause_ms is None for f in no_watch)
+
+
+def _row(at: float, kind: str, action: str, target: str, **cells: BaselineFault) -> FaultRow:
+    return FaultRow(kind, target, action, at, at + 2, 12.3, 0.0, baselines=cells)
+
+
+def test_the_table_fits_80_columns_with_three_baselines_and_cuts_no_target() -> None:
+    on = BaselineFault(True, 3563.2, 3400.0)
+    off = BaselineFault(False, None, None)
+    still = BaselineFault(True, 7210.0, None, stall_open=True)
+    rows = [
+        _row(2.1, "cut", "gray", "t0-p2-1:t1-p2-3", tcp=on, **{"tcp-rehash": on}, mptcp=on),
+        _row(10.0, "flap", "cycle 1/2", "t0-p2-1:t1-p2-3", tcp=on, **{"tcp-rehash": off}),
+        _row(10.5, "flap", "cycle 2/2", "t0-p2-1:t1-p2-3", tcp=on, mptcp=off),
+        _row(12.0, "fail", "stop forwarding", "t1-p2-0", tcp=still, mptcp=still),
+        _row(16.0, "fail", "port down", "h4:p2", tcp=on),
+    ]
+    console = Console(record=True, width=WIDTH, force_terminal=False)
+    print_summary(rows, True, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    assert "…" not in text
+    assert text.count("t0-p2-1:t1-p2-3") == 3  # whole, on one line each
+    assert "flap 1/2" in text
+    assert "flap 2/2" in text
+    assert "blackhole" in text
+    assert "port down" in text
+    for header in ("MRC stall", "TCP rehash", "MPTCP"):
+        assert header in " ".join(text.split()), header
+    assert "still stalled" in text
+    assert "3.56 s" in text
+    assert "rec 3.40 s" in text  # a baseline's recovery under its stall
+    assert "rec -" in text  # none within the window
+
+
+def test_a_stall_that_outlasts_the_run_is_a_lower_bound_in_words() -> None:
+    assert stall_cell(7210.0, open_ended=True) == "> 7.21 s (still stalled)"
+    assert stall_cell(84.0, rtos=1) == "84 ms (1 RTO)"
+    assert stall_cell(None) == "-"

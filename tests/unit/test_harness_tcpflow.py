@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
 import pytest
 
 from mrc_transport.harness.errors import HarnessError
+from mrc_transport.harness.mptcp import IPPROTO_MPTCP
 from mrc_transport.harness.records import read_records, write_records
 from mrc_transport.harness.tcpflow import (
     PERIOD,
+    SO_TXREHASH,
     Pattern,
     RecvResult,
+    Stream,
     Verifier,
     listen,
     main,
@@ -204,3 +208,80 @@ def test_cli_recv_writes_records_and_summary(
     recs = read_records(records)
     assert {d.flow for d in recs} == {"f1"}
     assert sum(d.nbytes for d in recs) == 1_000_000
+
+
+def _mptcp_here() -> None:
+    if not Path("/proc/sys/net/mptcp/enabled").exists():
+        pytest.skip("this kernel has no MPTCP")
+    if Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1":
+        pytest.skip("MPTCP is off in this namespace")
+
+
+def test_mptcp_loopback_transfer_is_verified_and_names_its_subflow() -> None:
+    _mptcp_here()
+    stream = Stream(mptcp=True)
+    sock = listen(0, "::1", stream=stream)
+    assert sock.proto == IPPROTO_MPTCP
+    port = sock.getsockname()[1]
+    out: list[RecvResult] = []
+    t = threading.Thread(
+        target=lambda: out.append(receive(sock, "mptcp", PAT, accept_timeout=10, stream=stream))
+    )
+    t.start()
+    try:
+        res = send("::1", port, PAT, nbytes=2_000_003, stream=stream)
+    finally:
+        t.join(timeout=30)
+        sock.close()
+    (rx,) = out
+    assert rx.verified
+    assert rx.nbytes == res.nbytes == 2_000_003
+    assert {d.flow for d in rx.records} == {"mptcp"}
+    # no endpoints on loopback: the one subflow the connection opened with
+    assert res.subflows == (("::1", "::1"),)
+
+
+@pytest.mark.parametrize(("rehash", "value"), [(False, 0), (True, 1)])
+def test_tcp_is_pinned_or_rehashes_on_its_own_word(rehash: bool, value: int) -> None:
+    with Stream(rehash=rehash).open() as sock:
+        assert sock.getsockopt(socket.SOL_SOCKET, SO_TXREHASH) == value
+
+
+def test_rehash_and_mptcp_are_one_or_the_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["recv", "--rehash", "--mptcp"])
+    assert info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_receiver_stopped_mid_transfer_keeps_what_arrived(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    records = tmp_path / "tcp.jsonl"
+    rx = subprocess.Popen(
+        [sys.executable, "-m", "mrc_transport.harness.tcpflow", "recv", "--bind", "::1",
+         "--port", "0", "--records", str(records), "--progress", "1e-9", "--seed", "test"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert rx.stdout is not None
+        port = json.loads(rx.stdout.readline())["port"]
+        with socket.create_connection(("::1", port)) as sender:
+            sender.sendall(bytes(PAT.slice(0, 100_000)))
+            for line in rx.stdout:  # its first progress line: bytes arrived, still open
+                if json.loads(line)["event"] == "progress":
+                    break
+            os.kill(rx.pid, signal.SIGTERM)
+            out, _ = rx.communicate(timeout=30)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+    end = json.loads(out.strip().splitlines()[-1])
+    assert end["stopped"] is True, out
+    assert end["verified"] is True  # every byte that came matched
+    assert 0 < end["bytes"] <= 100_000
+    assert rx.returncode == 0
+    assert sum(d.nbytes for d in read_records(records)) == end["bytes"]

@@ -252,3 +252,20 @@ def test_healthy_gap_is_the_longest_gap_with_nothing_broken() -> None:
     at = healthy_gap_at(rs, [fault], t_begin=0.0, t_stop=2.8, margin=0.05)
     assert at is not None
     assert (at.start, at.end) == (pytest.approx(0.99), pytest.approx(1.03))
+
+
+def test_a_flow_watched_past_the_run_has_its_stall_measured_whole() -> None:
+    # the run ends at 10 s; the baseline stalls from the fault at 8 s until 12 s
+    mrc = flow("mrc", 0.0, 10.0)
+    tcp = flow("tcp", 0.0, 8.0) + flow("tcp", 12.0, 13.0)
+    fault = FaultWindow("cut", "a:b", "gray", 8.0, 9.0)
+    cut, whole = (
+        analyse(mrc + tcp, [fault], t_begin=0.0, t_stop=10.0, t_stop_of=stop)[0].flows["tcp"]
+        for stop in ({}, {"tcp": 13.5})
+    )
+    assert cut.stall is not None
+    assert whole.stall is not None
+    assert cut.stall.open_ended  # cut at the run's end: a lower bound
+    assert cut.stall.duration == pytest.approx(2.0, abs=0.002)  # from the last delivery
+    assert not whole.stall.open_ended
+    assert whole.stall.duration == pytest.approx(4.0, abs=0.002)

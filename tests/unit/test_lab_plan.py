@@ -210,7 +210,10 @@ def test_hosts_have_ecmp_baseline_route_over_every_plane(tiny: Topology, ops: li
     base = [
         op
         for op in ops
-        if isinstance(op, P.Route) and op.node == "h0" and op.dst.startswith("fd00")
+        if isinstance(op, P.Route)
+        and op.node == "h0"
+        and op.dst.startswith("fd00")
+        and "table" not in op.spec  # not MPTCP's per-plane tables
     ]
     assert len(base) == 1
     assert base[0].devs == ("p0", "p1")
@@ -221,3 +224,53 @@ def test_restore_ops_cover_what_admin_down_deletes(ops: list[P.Op]) -> None:
     on_dev = [op for op in ops if op.node == "t0-p0-0" and "t1-p0-1" in P.op_devs(op)]
     kinds = {type(op).__name__ for op in on_dev}
     assert {"LinkUp", "Addr", "Neigh", "Route", "Qdisc"} <= kinds
+
+
+def _mptcp(ops: list[P.Op], host: str) -> list[str]:
+    return [
+        P.ip_line("lab", op)
+        for op in ops
+        if isinstance(op, P.MptcpLimits | P.MptcpEndpoint | P.SourceRule)
+        or (isinstance(op, P.Route) and "table 2" in op.spec)
+        if op.node == host
+    ]
+
+
+def test_every_host_opens_a_subflow_from_each_plane_routed_through_that_plane() -> None:
+    topo = replace(preset("default"), srv6="seg6local")
+    ops = P.build(topo)
+    lines = _mptcp(ops, "h4")
+    assert lines[0] == "mptcp limits set subflow 3 add_addr_accepted 0"
+    assert [ln for ln in lines if "endpoint" in ln] == [
+        f"mptcp endpoint add fcbb:bb0{p}:a004:: dev p{p} subflow" for p in (1, 2, 3)
+    ]
+    plane2 = [ln for ln in lines if "table 202" in ln]
+    assert plane2 == [
+        "rule add from fcbb:bb02:a004:: table 202 pref 1002",
+        "route replace fd00:6d72::/32 via fe80::1001 dev p2 table 202",  # every peer's
+        "route replace fcbb:bb02::/32 via fe80::1001 dev p2 table 202",  # its own plane
+        "route replace unreachable ::/0 table 202",  # nothing else: a server's try fails
+    ]
+    assert "rule add from fcbb:bb00:a004:: table 200 pref 1000" in lines  # the first subflow
+    assert not [op for op in ops if isinstance(op, P.MptcpLimits) and op.node.startswith("t")]
+    # after the addresses; a restore re-adds the routes of its port and nothing else
+    kinds = [type(op).__name__ for op in ops if op.node == "h4"]
+    assert kinds.index("MptcpLimits") > max(i for i, k in enumerate(kinds) if k == "Addr")
+    mptcp = [op for op in ops if isinstance(op, P.MptcpEndpoint | P.SourceRule | P.MptcpLimits)]
+    assert all(P.op_devs(op) == () for op in mptcp)
+    tabled = [op for op in ops if isinstance(op, P.Route) and "table 202" in op.spec]
+    assert {P.op_devs(op) for op in tabled} == {("p2",), ()}
+
+
+def test_mptcp_off_plans_none_and_the_kernel_cap_holds_above_9_planes() -> None:
+    off = replace(preset("tiny"), srv6="seg6local", mptcp="off")
+    assert not [
+        op for op in P.build(off) if isinstance(op, P.MptcpLimits | P.MptcpEndpoint | P.SourceRule)
+    ]
+    wide = replace(preset("tiny"), srv6="seg6local", planes=12)
+    lines = _mptcp(P.build(wide), "h0")
+    assert lines[0] == "mptcp limits set subflow 8 add_addr_accepted 0"
+    endpoints = [ln for ln in lines if "endpoint" in ln]
+    assert len(endpoints) == P.MPTCP_MAX_SUBFLOWS
+    assert endpoints[-1] == "mptcp endpoint add fcbb:bb08:a000:: dev p8 subflow"
+    assert not [ln for ln in lines if "table 209" in ln]  # plane 9 carries no subflow

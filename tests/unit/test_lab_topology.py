@@ -129,3 +129,22 @@ def test_unknown_link_and_node() -> None:
         topo.link("h0:t1-p0-0")
     with pytest.raises(TopologyError, match="no node"):
         topo.check_node("h99")
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"), [("", "auto"), ("mptcp: off\n", "off"), ("mptcp: on\n", "on")]
+)
+def test_mptcp_key_takes_yaml_on_and_off(tmp_path: Path, text: str, mode: str) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text("planes: 2\n" + text)
+    topo = load_yaml(f)
+    assert topo.mptcp == mode
+    assert from_dict(topo.to_dict()).mptcp == mode
+
+
+def test_bad_mptcp_mode_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text("mptcp: sometimes\n")
+    with pytest.raises(TopologyError) as info:
+        load_yaml(f)
+    assert str(info.value) == "mptcp must be one of auto, on, off, got 'sometimes'"

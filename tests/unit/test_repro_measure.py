@@ -118,16 +118,19 @@ def test_incast_victim_during_against_alone() -> None:
 
 
 def _one_flow_run(
-    name: str, gaps: Sequence[tuple[float, float]], slow: tuple[float, float, float]
+    name: str,
+    gaps: Sequence[tuple[float, float]],
+    slow: tuple[float, float, float],
+    kind: str = "mrc",
 ) -> RunResult:
     exp = EXPERIMENTS[name]
-    (run,) = exp.plan(exp.fabric.build(), exp.full)
+    run = next(r for r in exp.plan(exp.fabric.build(), exp.full) if r.name == kind)
     res = RunResult(run, t_origin=T0, t_stop=T0 + run.duration_s)
     a, b, share = slow
     res.deliveries = (
-        steady("mrc", T0, T0 + a, 100e6, gaps)
-        + steady("mrc", T0 + a, T0 + b, 100e6 * share, gaps)
-        + steady("mrc", T0 + b, res.t_stop, 100e6, gaps)
+        steady(kind, T0, T0 + a, 100e6, gaps)
+        + steady(kind, T0 + a, T0 + b, 100e6 * share, gaps)
+        + steady(kind, T0 + b, res.t_stop, 100e6, gaps)
     )
     return res
 
@@ -175,7 +178,7 @@ def test_cascade_minimal_impact_or_not() -> None:
 def test_blackhole_counts_the_connections_it_hit() -> None:
     exp = EXPERIMENTS["t1-blackhole"]
     topo = exp.fabric.build()
-    (run,) = exp.plan(topo, exp.full)
+    run = exp.plan(topo, exp.full)[0]
     res = RunResult(run, t_origin=T0, t_stop=T0 + run.duration_s)
     fault = FaultWindow("fail", "t1-p0-0", "stop forwarding", T0 + 3.0, T0 + 5.0)
     res.faults = [fault]
@@ -212,7 +215,7 @@ def test_blackhole_counts_the_connections_it_hit() -> None:
 def test_document_markdown_and_verification(tmp_path: Path) -> None:
     exp = EXPERIMENTS["port-loss"]
     topo = exp.fabric.build()
-    (run,) = exp.plan(topo, exp.quick)
+    run = exp.plan(topo, exp.quick)[0]
     res = RunResult(run, t_origin=T0, t_stop=T0 + 5)
     res.deliveries = steady("mrc", T0, T0 + 5, 1e6)
     res.verified = {"mrc": True}
@@ -257,7 +260,8 @@ def test_cpu_line_and_use() -> None:
 def _permutation_runs(ecmp: Sequence[float], mrc: Sequence[float]) -> list[RunResult]:
     exp = EXPERIMENTS["permutation"]
     out = []
-    for run, rates in zip(exp.plan(exp.fabric.build(), exp.full), (ecmp, mrc), strict=True):
+    runs = [r for r in exp.plan(exp.fabric.build(), exp.full) if r.name != "mptcp"]
+    for run, rates in zip(runs, (ecmp, mrc), strict=True):
         res = RunResult(run, t_origin=T0, t_stop=T0 + run.duration_s)
         for flow, bps in zip(run.flows, rates, strict=True):
             res.deliveries += steady(flow.name, T0, res.t_stop, bps)
@@ -306,3 +310,60 @@ def test_flapping_half_the_rate_or_a_stall() -> None:
     stalled = exp.measure(topo, exp.full, [_flapping_run([(3.0, 5.0)])])
     assert stalled.rows[0].agrees is False
     assert "nothing was delivered for 2010 ms" in stalled.rows[0].verdict  # a record per 10 ms
+
+
+def test_mptcp_runs_add_rows_in_words_beside_the_paper_s() -> None:
+    exp = EXPERIMENTS["port-loss"]
+    k = exp.full
+    runs = []
+    for kind, gap in (("mrc", 0.05), ("mptcp", 0.6)):
+        res = _one_flow_run("port-loss", [(T0 + 3.0, T0 + 3.0 + gap)], (3.0, 7.0, 0.5), kind)
+        dst = res.run.flows[0].dst
+        res.faults = [FaultWindow("fail", f"{dst}:p1", "port down", T0 + 3.0, T0 + 7.0)]
+        runs.append(res)
+    found = exp.measure(exp.fabric.build(), k, runs)
+    *paper, mptcp = found.rows
+    assert len(paper) == 2
+    assert mptcp.agrees is None  # the paper has no MPTCP: a comparison, not a verdict
+    assert mptcp.claim.endswith("(not in the paper)")
+    assert mptcp.verdict.startswith("for comparison: MPTCP's longest gap 610 ms, MRC's 60 ms")
+    assert found.numbers["mptcp"]["stall_s"] == pytest.approx(0.61, abs=0.011)
+    # without the MPTCP run (--baselines tcp): the paper's rows alone
+    assert len(exp.measure(exp.fabric.build(), k, runs[:1]).rows) == 2
+
+
+def test_loss_has_an_mptcp_row_per_level() -> None:
+    k = loss.Knobs()
+    topo = loss.EXPERIMENT.fabric.build()
+    results = [
+        _loss_run("mrc", [80e6, 78e6, 30e6], k),
+        _loss_run("tcp", [20e6, 2e6, 0.5e6], k),
+        _loss_run("tcp8", [80e6, 60e6, 20e6], k),
+        _loss_run("mptcp", [80e6, 40e6, 8e6], k),
+    ]
+    found = loss.measure(topo, k, results)
+    assert found.numbers["fraction_of_lossless"]["mptcp"] == pytest.approx([0.5, 0.1], rel=0.03)
+    mptcp = [r for r in found.rows if "MPTCP" in r.claim]
+    assert [r.agrees for r in mptcp] == [None, None]
+    assert "MPTCP kept less of its lossless goodput than MRC (50% against 9" in mptcp[0].verdict
+
+
+def test_a_gap_still_open_at_the_end_is_a_lower_bound_in_words() -> None:
+    from mrc_transport.repro.measure import gap
+
+    assert gap(0.25) == "250 ms"
+    assert gap(3.2, open_ended=True) == "> 3200 ms (still stalled)"
+    assert gap(None, open_ended=True) == "-"
+
+
+def test_an_incast_that_outlasts_the_run_is_not_measured_not_an_error() -> None:
+    k = incast.Knobs()
+    topo = incast.EXPERIMENT.fabric.build()
+    tcp = _incast_run("tcp", 10e6, k)
+    starved = tcp.run.flows[1].name  # one sender starved until after the run's end
+    tcp.deliveries.append(Delivery(tcp.t_stop + 1.0, 1000, starved))
+    found = incast.measure(topo, k, [tcp, _incast_run("mrc", 19.8e6, k)])
+    (row,) = found.rows
+    assert row.agrees is None
+    assert "outlasted the tcp run" in row.lab
+    assert found.numbers["tcp"]["victim_alone_bps"] is None

@@ -27,9 +27,10 @@ from mrc_transport.repro.experiments import (
 from mrc_transport.repro.spec import Experiment, Fabric, Run
 
 ISSUE = ("loss", "permutation", "incast", "port-loss", "flapping", "cascade", "t1-blackhole")
-BUDGET_S = 45.0
-"""Seconds of runs (not start-up) a default experiment may plan: the rest of 60 s goes to
-bringing up the lab and starting its processes on a busy 2-core machine."""
+BUDGET_S = 50.0
+"""Seconds of runs (not start-up) a default experiment may plan, its MPTCP runs included:
+the rest of 80 s goes to bringing up the lab and starting its processes on a busy 2-core
+machine."""
 
 
 def _runs(exp: Experiment[Any], quick: bool) -> tuple[Run, ...]:
@@ -97,11 +98,12 @@ def test_runs_that_share_a_lab_leave_it_healed() -> None:
 def test_loss_steps_every_level_in_turn_on_every_link() -> None:
     k = loss.Knobs()
     runs = _runs(EXPERIMENTS["loss"], False)
-    assert [r.name for r in runs] == ["mrc", "tcp", "tcp8"]
+    assert [r.name for r in runs] == ["mrc", "tcp", "tcp8", "mptcp"]
     assert [(f.kind, f.streams) for r in runs for f in r.flows] == [
         ("mrc", 1),
         ("tcp", 1),
         ("tcp", 8),
+        ("mptcp", 1),
     ]
     steps = runs[0].steps
     assert [(s.at, s.fault) for s in steps[:-1]] == [
@@ -117,10 +119,12 @@ def test_loss_steps_every_level_in_turn_on_every_link() -> None:
 def test_permutation_is_the_collisions_demo_s() -> None:
     exp = EXPERIMENTS["permutation"]
     topo = exp.fabric.build()
-    ecmp, mrc = _runs(exp, False)
+    ecmp, mptcp, mrc = _runs(exp, False)
     pairs = permutation(topo)
     assert [(f.src, f.dst) for f in ecmp.flows] == pairs == [(f.src, f.dst) for f in mrc.flows]
+    assert [(f.src, f.dst) for f in mptcp.flows] == pairs
     assert {f.kind for f in ecmp.flows} == {"tcp"}
+    assert {f.kind for f in mptcp.flows} == {"mptcp"}
     assert {f.kind for f in mrc.flows} == {"mrc"}
     assert sorted(s for s, _ in pairs) == sorted(d for _, d in pairs) == sorted(topo.hosts)
 
@@ -151,8 +155,19 @@ def test_incast_refuses_a_fabric_without_room() -> None:
         incast.check(preset("default"), incast.Knobs())
 
 
+def _mrc_and_mptcp(exp: Experiment[Any]) -> Run:
+    """The MRC run of a one-flow experiment, checked against its MPTCP twin: the same
+    hosts, length and faults."""
+    run, twin = _runs(exp, False)
+    assert (run.name, twin.name) == ("mrc", "mptcp")
+    assert [(f.name, f.kind) for f in twin.flows] == [("mptcp", "mptcp")]
+    assert (twin.flows[0].src, twin.flows[0].dst) == (run.flows[0].src, run.flows[0].dst)
+    assert (twin.steps, twin.duration_s) == (run.steps, run.duration_s)
+    return run
+
+
 def test_port_loss_fails_and_restores_one_receiver_port() -> None:
-    (run,) = _runs(EXPERIMENTS["port-loss"], False)
+    run = _mrc_and_mptcp(EXPERIMENTS["port-loss"])
     fail, unfail = run.steps
     assert (fail.action, unfail.action) == ("fail", "unfail")
     assert fail.target == unfail.target == f"{run.flows[0].dst}:p1"
@@ -162,7 +177,7 @@ def test_port_loss_fails_and_restores_one_receiver_port() -> None:
 def test_flapping_flaps_half_the_receiver_s_links_in_step() -> None:
     exp = EXPERIMENTS["flapping"]
     topo = exp.fabric.build()
-    (run,) = _runs(exp, False)
+    run = _mrc_and_mptcp(exp)
     (step,) = run.steps
     links = step.target.split("+")
     assert isinstance(step.fault, Flap)
@@ -177,7 +192,7 @@ def test_cascade_cuts_one_per_second_and_keeps_every_plane_connected() -> None:
     exp = EXPERIMENTS["cascade"]
     topo = exp.fabric.build()
     k = exp.full
-    (run,) = _runs(exp, False)
+    run = _mrc_and_mptcp(exp)
     cuts = [s for s in run.steps if s.action == "cut"]
     cut = [s.target for s in cuts]
     assert len(cut) == 20 == len(set(cut))
@@ -205,9 +220,12 @@ def test_cascade_cuts_one_per_second_and_keeps_every_plane_connected() -> None:
 def test_t1_blackhole_is_all_to_all_around_one_t1() -> None:
     exp = EXPERIMENTS["t1-blackhole"]
     topo = exp.fabric.build()
-    (run,) = _runs(exp, False)
+    run, twin = _runs(exp, False)
     talkers = blackhole.talkers(topo, exp.full)
     assert [(f.src, f.dst) for f in run.flows] == list(itertools.permutations(talkers, 2))
+    assert [(f.src, f.dst) for f in twin.flows] == [(f.src, f.dst) for f in run.flows]
+    assert {f.kind for f in twin.flows} == {"mptcp"}
+    assert len({(f.dst, f.port) for f in twin.flows}) == 12
     assert len(run.flows) == 12
     fail, unfail = run.steps
     assert fail.target == unfail.target == "t1-p0-0"
@@ -233,3 +251,11 @@ def test_a_target_not_in_the_fabric_is_refused_before_any_lab() -> None:
     plus = Run("x", bad.flows, 5, (Step(1, Flap("h0:t0-p0-0+h0:t0-p9-0")),))
     with pytest.raises(HarnessError, match="no link"):
         check_plan(topo, [plus])
+
+
+def test_baselines_left_out_drop_their_runs() -> None:
+    from mrc_transport.repro.engine import selected
+
+    runs = _runs(EXPERIMENTS["loss"], True)
+    assert [r.name for r in selected(runs, ("tcp",))] == ["mrc", "tcp", "tcp8"]
+    assert [r.name for r in selected(runs, ("tcp", "mptcp"))] == ["mrc", "tcp", "tcp8", "mptcp"]

@@ -13,13 +13,15 @@ packet or retired a path in the fault's window (its ``--events``); packets lost 
 packets the senders resent then. The dip is that of all flows' goodput together. Every
 MRC end is a Python process, so the talkers are the first two hosts of the first two
 racks (12 connections, 24 processes; the quick run: one host of each, 2 connections).
+The same again over MPTCP connections, a comparison the paper does not make: one is hit
+when it delivered nothing for STALLED_S in the fault's window.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from labs.faultkinds import Fail, Unfail
 from labs.topology import Topology
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.schedule import Step
-from mrc_transport.harness.timeline import FaultWindow, goodput
+from mrc_transport.harness.timeline import FaultWindow, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
 from mrc_transport.repro.measure import dip, first_fault, merged, ms, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (
@@ -39,7 +41,10 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    as_baseline,
+    compared,
     need,
+    run_named,
     sender_seconds,
 )
 
@@ -95,7 +100,8 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     )
     t1 = victim_t1(topo)
     steps = (Step(k.fail_at, Fail(t1)), Step(k.fail_at + k.fail_s, Unfail(t1)))
-    return (Run("mrc", flows, duration, steps),)
+    mrc = Run("mrc", flows, duration, steps)
+    return (mrc, as_baseline(mrc, "mptcp"))
 
 
 def hits(res: RunResult, fault: FaultWindow) -> dict[str, dict[str, int]]:
@@ -111,30 +117,71 @@ def hits(res: RunResult, fault: FaultWindow) -> dict[str, dict[str, int]]:
     return out
 
 
-def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
-    res = results[0]
-    fault = first_fault(res, "fail")
-    per_flow = hits(res, fault)
-    hit = [n for n, c in per_flow.items() if c["resent"] or c["paths_retired"]]
-    cross = [f.name for f in res.run.flows if topo.rack_of(f.src) != topo.rack_of(f.dst)]
+def together(k: Knobs, res: RunResult, fault: FaultWindow) -> dict[str, Any]:
+    """All the run's flows together around the fault: how deep and long their goodput
+    dipped, and what they kept once it had lasted a second."""
     names = [f.name for f in res.run.flows]
     before = rate(res.deliveries, names, warm(res, names, k.settle_s), fault.t_start)
     steady = rate(res.deliveries, names, fault.t_start + 1.0, fault.t_end)
     series = goodput(merged(res.deliveries, names, "all"), res.t_origin, res.t_stop, BIN_S)
     low = dip(series, before, fault.t_start, fault.t_end + MARGIN_S)
-    numbers: dict[str, Any] = {
-        "t1": fault.target,
-        "connections": len(names),
-        "cross_rack": len(cross),
-        "hit": sorted(hit),
-        "packets_resent": sum(c["resent"] for c in per_flow.values()),
-        "per_flow": per_flow,
+    return {
         "baseline_bps": before,
         "dip_depth": low.depth,
         "dip_below_90pct_s": low.below_s,
         "steady_fraction": ratio(steady, before),
     }
-    return Findings(_rows(numbers, res), numbers)
+
+
+def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
+    res = run_named(results, "mrc") or results[0]
+    fault = first_fault(res, "fail")
+    per_flow = hits(res, fault)
+    hit = [n for n, c in per_flow.items() if c["resent"] or c["paths_retired"]]
+    cross = [f.name for f in res.run.flows if topo.rack_of(f.src) != topo.rack_of(f.dst)]
+    numbers: dict[str, Any] = {
+        "t1": fault.target,
+        "connections": len(res.run.flows),
+        "cross_rack": len(cross),
+        "hit": sorted(hit),
+        "packets_resent": sum(c["resent"] for c in per_flow.values()),
+        "per_flow": per_flow,
+        **together(k, res, fault),
+    }
+    rows = _rows(numbers, res)
+    mp = run_named(results, "mptcp")
+    if mp is not None:
+        numbers["mptcp"] = m = _mptcp(k, mp)
+        rows += (_mptcp_row(numbers, m),)
+    return Findings(rows, numbers)
+
+
+STALLED_S = 0.2
+"""An MPTCP connection was hit when it delivered nothing this long in the fault's window
+(the minimum RTO: it had to time out); it logs no recovery events as MRC's senders do."""
+
+
+def _mptcp(k: Knobs, res: RunResult) -> dict[str, Any]:
+    fault = first_fault(res, "fail")
+    windows = [replace(fault, t_end=fault.t_end + MARGIN_S)]
+    found = analyse(res.deliveries, windows, t_begin=res.t_origin, t_stop=res.t_stop)
+    gaps = {n: ff.stall.duration for n, ff in found[0].flows.items() if ff.stall is not None}
+    return {
+        "hit": sorted(n for n, g in gaps.items() if g >= STALLED_S),
+        "longest_gap_s": max(gaps.values(), default=None),
+        **together(k, res, fault),
+    }
+
+
+def _mptcp_row(n: dict[str, Any], m: dict[str, Any]) -> Row:
+    return compared(
+        "A T1 up but not forwarding: Linux MPTCP, a subflow per plane",
+        f"{len(m['hit'])} of {n['connections']} connections stalled {ms(STALLED_S)} or more "
+        f"(longest {ms(m['longest_gap_s'])}); all together dipped {pct(m['dip_depth'])} deep, "
+        f"below 90% for {ms(m['dip_below_90pct_s'])}",
+        f"MPTCP: {len(m['hit'])} connections stalled, a dip {pct(m['dip_depth'])} deep; "
+        f"MRC: {len(n['hit'])} hit, a dip {pct(n['dip_depth'])} deep",
+    )
 
 
 def _rows(n: dict[str, Any], res: RunResult) -> tuple[Row, ...]:
@@ -176,14 +223,15 @@ def _rows(n: dict[str, Any], res: RunResult) -> tuple[Row, ...]:
 
 
 def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
-    res = results[0]
+    res = run_named(results, "mrc") or results[0]
     run_timeline(
         path,
         res,
         bin_s=BIN_S,
-        title=f"A T1 stops forwarding under {len(res.run.flows)} all-to-all MRC connections: "
+        title=f"A T1 stops forwarding under {len(res.run.flows)} all-to-all connections: "
         "their goodput together",
         flows={"all connections": [f.name for f in res.run.flows]},
+        beside=[r for r in results if r.run.name != "mrc"],
     )
 
 

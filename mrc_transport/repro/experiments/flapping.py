@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from labs.faultkinds import Flap
 from labs.topology import Topology
@@ -27,7 +28,7 @@ from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import goodput, longest_stall
 from mrc_transport.repro.figures import run_timeline
-from mrc_transport.repro.measure import back_to, ms, pct, rate, ratio, secs, warm
+from mrc_transport.repro.measure import back_to, gap, ms, pct, rate, ratio, secs, warm
 from mrc_transport.repro.spec import (
     Experiment,
     Fabric,
@@ -35,8 +36,11 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    as_baseline,
+    compared,
     need,
     one_mrc_flow,
+    run_named,
 )
 
 BIN_S = 0.1
@@ -78,43 +82,54 @@ def check(topo: Topology, k: Knobs) -> None:
 def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     links = "+".join(flapping_links(topo))  # in step: labs/faultkinds.py
     steps = [Step(k.flap_at, Flap(links, k.period, k.count))]
-    return (one_mrc_flow(topo, k.flap_at + k.period * k.count + k.tail_s, steps),)
+    mrc = one_mrc_flow(topo, k.flap_at + k.period * k.count + k.tail_s, steps)
+    return (mrc, as_baseline(mrc, "mptcp"))
 
 
-def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
-    res = results[0]
+def figures(topo: Topology, k: Knobs, res: RunResult) -> dict[str, Any]:
+    """One run's flow while the links flapped: its goodput against before, its longest
+    gap, and how soon it was back to full after they returned."""
+    name = res.run.flows[0].name
     links = flapping_links(topo)
     flaps = [f for f in res.faults if f.target in links]
     t_a = min((f.t_start for f in flaps), default=res.t_origin + k.flap_at)
     t_b = max((f.t_end for f in flaps), default=t_a + k.period * k.count)
-    before = rate(res.deliveries, ["mrc"], warm(res, ["mrc"], k.settle_s), t_a)
-    during = rate(res.deliveries, ["mrc"], t_a, t_b)
+    before = rate(res.deliveries, [name], warm(res, [name], k.settle_s), t_a)
+    during = rate(res.deliveries, [name], t_a, t_b)
     series = goodput(res.deliveries, res.t_origin, res.t_stop, BIN_S)
-    back = back_to(series, t_b, 0.9 * before, res.t_stop)
     times = sorted(d.t_mono for d in res.deliveries)
-    gap = longest_stall(times, t_a, t_b, res.t_origin, res.t_stop)
-    gap_s = None if gap is None else gap.duration
-    frac = ratio(during, before)
-    numbers = {
+    stall = longest_stall(times, t_a, t_b, res.t_origin, res.t_stop)
+    return {
+        "baseline_bps": before,
+        "flapping_bps": during,
+        "flapping_fraction": ratio(during, before),
+        "longest_gap_s": None if stall is None else stall.duration,
+        "longest_gap_open": bool(stall and stall.open_ended),
+        "back_to_full_s": back_to(series, t_b, 0.9 * before, res.t_stop),
+        "flapping_s": [round(t_a - res.t_origin, 3), round(t_b - res.t_origin, 3)],
+    }
+
+
+def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
+    res = run_named(results, "mrc") or results[0]
+    links = flapping_links(topo)
+    n = figures(topo, k, res)
+    numbers: dict[str, Any] = {
         "links": links,
         "of_host_links": topo.planes,
         "cycles": k.count,
         "period_s": k.period,
-        "baseline_bps": before,
-        "flapping_bps": during,
-        "flapping_fraction": frac,
-        "longest_gap_s": gap_s,
-        "back_to_full_s": back,
-        "flapping_s": [round(t_a - res.t_origin, 3), round(t_b - res.t_origin, 3)],
+        **n,
     }
+    frac, gap_s, back = n["flapping_fraction"], n["longest_gap_s"], n["back_to_full_s"]
     stalled = gap_s is not None and gap_s >= STALL_S
     half = frac is not None and 0.35 <= frac <= 0.65 and not stalled
     lab = (
         f"{len(links)} of {topo.planes} links of {res.run.flows[0].dst} flapping "
         f"({k.count} x {k.period:g} s): {pct(frac)} of before, longest gap "
-        f"{ms(gap_s)}"
+        f"{gap(gap_s, n['longest_gap_open'])}"
     )
-    rows = (
+    rows = [
         Row(
             "Four of eight links of one host flapping: about half the bandwidth within ~5 s",
             lab,
@@ -131,8 +146,22 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             else f"differs: back after {secs(back)}",
             back is not None and back <= PAPER_BACK_S,
         ),
-    )
-    return Findings(rows, numbers)
+    ]
+    mp = run_named(results, "mptcp")
+    if mp is not None:
+        numbers["mptcp"] = m = figures(topo, k, mp)
+        rows.append(
+            compared(
+                "Half of one host's links flapping: Linux MPTCP, a subflow per plane",
+                f"{pct(m['flapping_fraction'])} of before, longest gap "
+                f"{gap(m['longest_gap_s'], m['longest_gap_open'])}; back to 90% "
+                f"{secs(m['back_to_full_s'])} after the last restore",
+                f"MPTCP kept {pct(m['flapping_fraction'])} of before, MRC {pct(frac)}; "
+                f"longest gaps {gap(m['longest_gap_s'], m['longest_gap_open'])} and "
+                f"{gap(gap_s, n['longest_gap_open'])}",
+            )
+        )
+    return Findings(tuple(rows), numbers)
 
 
 def _differs(frac: float | None, stall_s: float | None) -> str:
@@ -152,10 +181,11 @@ def _differs(frac: float | None, stall_s: float | None) -> str:
 def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
     run_timeline(
         path,
-        results[0],
+        run_named(results, "mrc") or results[0],
         bin_s=BIN_S,
-        title="Half of the receiver's links flapping: MRC goodput (Fig. 9b at lab scale)",
+        title="Half of the receiver's links flapping (Fig. 9b at lab scale)",
         fault_labels=False,
+        beside=[r for r in results if r.run.name != "mrc"],
     )
 
 

@@ -1,6 +1,6 @@
 """`incast`: 7 -> 1 incast with a victim flow that shares switch ports with it but not its
-receiver; the victim's goodput during the incast against its goodput alone, with MRC and
-with TCP over ECMP.
+receiver; the victim's goodput during the incast against its goodput alone, with MRC,
+with TCP over ECMP and with MPTCP (the paper has no MPTCP: a comparison).
 
 Paper (mrc-protocol-notes.md, "Headline comparisons"): with a 7 -> 1 incast beside it,
 MRC leaves the victim untouched; DCQCN (RoCE's congestion control) costs the victim
@@ -11,7 +11,8 @@ from the last host of rack 1 to h1 in rack 0, so it crosses the same T0 uplinks 
 downlinks as the incast (the ports it shares), but not h0's port, where the incast
 queues. Every flow starts at once; each incast sender sends its share of ``incast_s``
 seconds of the receiver's line rate, then the victim runs on alone for ``alone_s``. A run
-with TCP flows, then one with MRC flows.
+with TCP flows, one with MPTCP flows (in this one-plane fabric one subflow each: hashed
+like TCP), then one with MRC flows.
 
 There is no PFC in the lab: what hurts RoCE's victim in the paper (pause frames from the
 incast's port spreading upstream) cannot happen here. A single-path victim still loses
@@ -32,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from labs.topology import Topology
+from mrc_transport.harness.baselines import LABELS, FlowKind
 from mrc_transport.harness.fairness import fairness
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.plot import timeline_png
-from mrc_transport.harness.report import FlowKind
 from mrc_transport.harness.timeline import FaultWindow
 from mrc_transport.harness.windows import window_rates
 from mrc_transport.repro.figures import series_of
@@ -51,6 +52,7 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    compared,
     need,
     sender_seconds,
 )
@@ -103,7 +105,11 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     duration = incast_s + k.alone_s
     share = int(k.incast_s * topo.host_link.rate_bps * topo.planes / 8 / k.senders)
     runs = []
-    transports: tuple[tuple[FlowKind, int], ...] = (("tcp", TCP_BASE_PORT), ("mrc", MRC_BASE_PORT))
+    transports: tuple[tuple[FlowKind, int], ...] = (
+        ("tcp", TCP_BASE_PORT),
+        ("mptcp", TCP_BASE_PORT),
+        ("mrc", MRC_BASE_PORT),
+    )
     for kind, base in transports:
         msg = MSG_LEN if kind == "mrc" else None
         victim = Flow(
@@ -141,14 +147,17 @@ def windows(res: RunResult, k: Knobs) -> tuple[tuple[float, float], tuple[float,
     return during, alone
 
 
+def _rate(res: RunResult, names: list[str], t0: float, t1: float) -> float | None:
+    """None for an empty window: an incast sender that took longer than the run (TCP
+    starved one for 8 s on a busy machine) leaves the victim no time alone."""
+    return rate(res.deliveries, names, t0, t1) if t1 > t0 else None
+
+
 def run_numbers(res: RunResult, k: Knobs) -> dict[str, Any]:
     (a, b), (c, d) = windows(res, k)
     names = incast_names(res)
-    per_flow = window_rates(res.deliveries, names, a, b)
-    victim_in, victim_alone = (
-        rate(res.deliveries, [VICTIM], a, b),
-        rate(res.deliveries, [VICTIM], c, d),
-    )
+    per_flow = window_rates(res.deliveries, names, a, b) if b > a else {}
+    victim_in, victim_alone = _rate(res, [VICTIM], a, b), _rate(res, [VICTIM], c, d)
     return {
         "victim_during_bps": victim_in,
         "victim_alone_bps": victim_alone,
@@ -163,6 +172,8 @@ def run_numbers(res: RunResult, k: Knobs) -> dict[str, Any]:
 def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     nums = {r.run.name: run_numbers(r, k) for r in results}
     mrc, tcp = nums["mrc"]["victim_fraction"], nums["tcp"]["victim_fraction"]
+    if mrc is None or tcp is None:
+        return _unmeasured(k, nums)
     untouched = mrc is not None and mrc >= UNTOUCHED
     tcp_cost = None if tcp is None else 1 - tcp
     in_range = tcp_cost is not None and 0.25 <= tcp_cost <= 0.75
@@ -174,7 +185,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             f"{mbit(n['victim_alone_bps'])} alone: {pct(n['victim_fraction'])}"
         )
 
-    rows = (
+    rows = [
         Row(
             f"{k.senders} -> 1 incast: MRC leaves the victim untouched",
             lab("mrc"),
@@ -193,8 +204,30 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             "flows ECMP hashed onto its links can take from it",
             in_range,
         ),
+    ]
+    if "mptcp" in nums:
+        mptcp = nums["mptcp"]["victim_fraction"]
+        rows.append(
+            compared(
+                f"{k.senders} -> 1 incast: Linux MPTCP",
+                lab("mptcp"),
+                f"the MPTCP victim kept {pct(mptcp)} of its goodput alone, MRC's "
+                f"{pct(mrc)}, TCP's {pct(tcp)}",
+            )
+        )
+    return Findings(tuple(rows), {"senders": k.senders, **nums})
+
+
+def _unmeasured(k: Knobs, nums: dict[str, Any]) -> Findings:
+    """A run whose incast outlasted it: its victim was never alone, nothing to compare."""
+    short = [kind for kind, n in nums.items() if n["victim_fraction"] is None]
+    row = Row(
+        f"{k.senders} -> 1 incast: MRC leaves the victim untouched; DCQCN costs it 25-75%",
+        f"the incast outlasted the {', '.join(short)} run: its victim was never alone",
+        "not measured: run it again (a longer --topology run, or a quieter machine)",
+        None,
     )
-    return Findings(rows, {"senders": k.senders, **nums})
+    return Findings((row,), {"senders": k.senders, **nums})
 
 
 def _pct1(x: float | None) -> str:
@@ -211,7 +244,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
             flow = merged(res.deliveries, names, key)
             series[key] = series_of(flow, res.t_origin, res.t_stop, 0.1, res.t_origin)
             kinds[key] = kind
-            legend[key] = f"{role}, {'MRC' if kind == 'mrc' else 'TCP over ECMP'}"
+            legend[key] = f"{role}, {LABELS.get(kind, kind)}"
     mrc = next(r for r in results if r.run.name == "mrc")
     (_, b), _ = windows(mrc, k)
     shade = FaultWindow(
@@ -223,7 +256,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
         kinds,
         [shade],
         0.0,
-        title=f"{k.senders} -> 1 incast beside a victim flow: MRC versus TCP over ECMP",
+        title=f"{k.senders} -> 1 incast beside a victim flow: MRC, TCP over ECMP and MPTCP",
         legend=legend,
     )
 
@@ -231,7 +264,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
 EXPERIMENT = Experiment(
     name="incast",
     code="inc",
-    title="7 -> 1 incast beside a victim flow: MRC vs TCP over ECMP",
+    title="7 -> 1 incast beside a victim flow: MRC vs TCP over ECMP and MPTCP",
     paper="7 -> 1 incast with a victim flow that shares a switch port but not the receiver: "
     "MRC leaves the victim untouched; DCQCN costs the victim 25-75%.",
     fabric=Fabric(

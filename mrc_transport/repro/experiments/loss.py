@@ -1,5 +1,6 @@
 """`loss`: random loss on every link; one MRC connection, one TCP flow over ECMP (the
-RoCE stand-in) and TCP with 8 parallel streams, each as a fraction of its lossless goodput.
+RoCE stand-in), TCP with 8 parallel streams and one MPTCP connection (a subflow per plane,
+what a Linux user would pick for multipath), each as a fraction of its lossless goodput.
 
 Paper (mrc-protocol-notes.md, "Headline comparisons"): under 0.1% loss MRC is barely
 affected while single-path RoCE collapses; at 1% loss MRC keeps about a third of line
@@ -23,7 +24,7 @@ from labs.faultkinds import Degrade, Restore
 from labs.topology import Topology
 from mrc_transport.harness.flows import Flow
 from mrc_transport.harness.patterns import pick_hosts
-from mrc_transport.harness.plot import MRC_COLOURS, TCP_COLOURS, grouped_bars_png
+from mrc_transport.harness.plot import COLOURS, TCP_COLOURS, grouped_bars_png
 from mrc_transport.harness.schedule import Step
 from mrc_transport.repro.measure import mbit, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (
@@ -36,11 +37,17 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    compared,
     need,
     sender_seconds,
 )
 
-TRANSPORTS = {"mrc": "MRC, 1 connection", "tcp": "TCP, 1 flow", "tcp8": "TCP, 8 streams"}
+TRANSPORTS = {
+    "mrc": "MRC, 1 connection",
+    "tcp": "TCP, 1 flow",
+    "tcp8": "TCP, 8 streams",
+    "mptcp": "MPTCP, 1 connection",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,7 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
         "mrc": Flow("mrc", "mrc", src, dst, MRC_BASE_PORT, seconds, msg_len=MSG_LEN),
         "tcp": Flow("tcp", "tcp", src, dst, TCP_BASE_PORT, seconds),
         "tcp8": Flow("tcp8", "tcp", src, dst, TCP_BASE_PORT, seconds, streams=8),
+        "mptcp": Flow("mptcp", "mptcp", src, dst, TCP_BASE_PORT, seconds),
     }
     steps = tuple(schedule(k))
     return tuple(Run(name, (flow,), duration(k), steps) for name, flow in flows.items())
@@ -103,8 +111,9 @@ def phases(res: RunResult, k: Knobs) -> list[float]:
 
 
 def line_rate(topo: Topology, name: str) -> float:
-    """What the transport could reach: MRC and 8 TCP streams every port, 1 TCP flow one."""
-    ports = {"mrc": topo.planes, "tcp": 1, "tcp8": min(8, topo.planes)}[name]
+    """What the transport could reach: MRC and MPTCP every port, 8 TCP streams up to 8,
+    1 TCP flow one."""
+    ports = {"mrc": topo.planes, "tcp": 1, "tcp8": min(8, topo.planes), "mptcp": topo.planes}[name]
     return float(topo.host_link.rate_bps * ports)
 
 
@@ -153,7 +162,21 @@ def _rows(
                 collapsed,
             )
         )
+        if "mptcp" in frac:
+            rows.append(_mptcp_row(level, i, goodputs, frac))
     return rows
+
+
+def _mptcp_row(
+    level: float, i: int, goodputs: dict[str, list[float]], frac: dict[str, list[float | None]]
+) -> Row:
+    mptcp, mrc = frac["mptcp"][i], frac["mrc"][i]
+    kept = "more" if (mptcp or 0) > (mrc or 0) else "less"
+    return compared(
+        f"{level:g}% loss: Linux MPTCP, a subflow per plane",
+        f"MPTCP {pct(mptcp)} of lossless ({mbit(goodputs['mptcp'][i + 1])})",
+        f"MPTCP kept {kept} of its lossless goodput than MRC ({pct(mptcp)} against {pct(mrc)})",
+    )
 
 
 def _mrc_row(
@@ -197,7 +220,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
         path,
         groups,
         {TRANSPORTS[n]: [ratio(g, gs[0]) or 0.0 for g in gs] for n, gs in goodputs.items()},
-        (MRC_COLOURS[0], TCP_COLOURS[0], TCP_COLOURS[1]),
+        [COLOURS.get(n, TCP_COLOURS[1]) for n in goodputs],
         title=f"Random loss on {'every link' if k.links == '@links' else 'every T0-T1 link'}: "
         "goodput as a fraction of the lossless run",
         ylabel="fraction of lossless goodput",

@@ -1,5 +1,6 @@
 """`permutation`: every host sends to one host of the other rack at once; per-flow goodput
-of one pinned TCP flow per pair over ECMP, then of one MRC connection per pair.
+of one pinned TCP flow per pair over ECMP, of one MPTCP connection per pair, then of one
+MRC connection per pair.
 
 Paper (mrc-protocol-notes.md, "Headline comparisons"): in a two-rack permutation,
 single-path flows get 1/2 or 1/3 of line rate (ECMP hashes several onto one uplink); MRC
@@ -8,7 +9,8 @@ flows all get full rate.
 Lab: the collisions demo's permutation and runs (demo/collisions.py) in one plane, where
 a flow's only choice is its T1: each T0 has as many uplinks as hosts, so the fabric could
 carry every flow at line rate if the flows were spread. Goodput is measured over the span
-in which every flow ran (collisions.common_window).
+in which every flow ran (collisions.common_window). MPTCP opens a subflow per plane, each
+hashed by ECMP like a TCP flow: in this one-plane fabric, one subflow per connection.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    compared,
     need,
     sender_seconds,
 )
@@ -62,6 +65,7 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     seconds = sender_seconds(k.duration_s)
     return (
         Run("ecmp", tuple(pair_flows(pairs, "tcp", seconds)), k.duration_s),
+        Run("mptcp", tuple(pair_flows(pairs, "mptcp", seconds)), k.duration_s),
         Run("mrc", tuple(pair_flows(pairs, "mrc", seconds)), k.duration_s),
     )
 
@@ -80,6 +84,7 @@ def _doc(topo: Topology, results: Sequence[RunResult]) -> dict[str, Any]:
         float(topo.host_link.rate_bps),
         verified=all(all(r.verified.values()) for r in results),
         meta={"pairs": [f.name for f in by["mrc"].run.flows], "planes": topo.planes},
+        mptcp_bps=rates(by["mptcp"]) if "mptcp" in by else None,
     )
 
 
@@ -94,7 +99,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
         f"line rate), {len(slow)} of {ecmp['n']} flows below {pct(SLOW)}; Jain {ecmp['jain']:.2f}"
     )
     mrc_ok = mrc["min_over_max"] >= EVEN and mrc["min_bps"] >= FLOOR * line
-    rows = (
+    rows = [
         Row(
             "Two-rack permutation: single-path flows get 1/2 or 1/3 of line rate",
             ecmp_lab,
@@ -115,19 +120,44 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             f"{pct(mrc['min_bps'] / line)} of line rate",
             mrc_ok,
         ),
+    ]
+    if "mptcp" in doc:
+        rows.append(_mptcp_row(topo, doc))
+    return Findings(tuple(rows), doc)
+
+
+def _mptcp_row(topo: Topology, doc: dict[str, Any]) -> Row:
+    line, mptcp, ecmp = doc["line_rate_bps"], doc["mptcp"], doc["ecmp"]
+    slow = sum(1 for v in mptcp["flows"].values() if v < SLOW * line)
+    how = (
+        "one plane, so one subflow per connection, which ECMP hashes as it does a TCP flow"
+        if topo.planes == 1
+        else f"a subflow in each of {topo.planes} planes, each hashed by ECMP"
     )
-    return Findings(rows, doc)
+    return compared(
+        "Two-rack permutation: Linux MPTCP, one connection per pair",
+        f"MPTCP: slowest {mbit(mptcp['min_bps'])} ({pct(mptcp['min_bps'] / line)} of line "
+        f"rate), {slow} of {mptcp['n']} flows below {pct(SLOW)}; Jain {mptcp['jain']:.2f}",
+        f"{how}: Jain {mptcp['jain']:.2f} against TCP's {ecmp['jain']:.2f} and MRC's "
+        f"{doc['mrc']['jain']:.2f}",
+    )
 
 
 def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
     by = {r.run.name: r for r in results}
-    collisions_png(path, rates(by["ecmp"]), rates(by["mrc"]), float(topo.host_link.rate_bps))
+    collisions_png(
+        path,
+        rates(by["ecmp"]),
+        rates(by["mrc"]),
+        float(topo.host_link.rate_bps),
+        mptcp_bps=rates(by["mptcp"]) if "mptcp" in by else None,
+    )
 
 
 EXPERIMENT = Experiment(
     name="permutation",
     code="perm",
-    title="two-rack permutation: TCP over ECMP vs MRC, per flow",
+    title="two-rack permutation: TCP over ECMP and MPTCP vs MRC, per flow",
     paper="Two-rack permutation (every host sends to one host of the other rack): "
     "single-path flows get 1/2 or 1/3 of line rate; MRC flows all get full rate.",
     fabric=Fabric(preset="default", planes=1, rate_bps=20_000_000),

@@ -10,7 +10,9 @@ admin down (labs/faults.py ``fail HOST:PORT``), ``down_s`` later it comes back. 
 with the failover demo's analysis (harness/timeline.py): the longest delivery gap, the time
 until goodput holds 90% of what the ports left can carry (the share of MRC's paths the
 fault leaves, harness/paths.py), when the sender took the plane out of use (its
-``plane_down`` event), and the time back to full rate after the port returns.
+``plane_down`` event), and the time back to full rate after the port returns. The same
+run again with one MPTCP connection (a subflow per plane; the same share of its subflows
+lost) gives Linux's multipath figures beside MRC's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from labs.faultkinds import Fail, Unfail
 from labs.paths import paths
@@ -25,9 +28,9 @@ from labs.topology import Topology
 from mrc_transport.harness.paths import surviving
 from mrc_transport.harness.patterns import pick_hosts
 from mrc_transport.harness.schedule import Step
-from mrc_transport.harness.timeline import FaultWindow, Params, analyse, goodput
+from mrc_transport.harness.timeline import FaultWindow, FlowFault, Params, analyse, goodput
 from mrc_transport.repro.figures import run_timeline
-from mrc_transport.repro.measure import back_to, first_fault, mbit, ms, pct, rate, ratio
+from mrc_transport.repro.measure import back_to, first_fault, gap, mbit, ms, pct, rate, ratio
 from mrc_transport.repro.spec import (
     Experiment,
     Fabric,
@@ -35,8 +38,11 @@ from mrc_transport.repro.spec import (
     Row,
     Run,
     RunResult,
+    as_baseline,
+    compared,
     need,
     one_mrc_flow,
+    run_named,
 )
 
 BIN_S = 0.01
@@ -73,14 +79,16 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
         Step(k.fail_at, Fail(port(topo, k))),
         Step(k.fail_at + k.down_s, Unfail(port(topo, k))),
     )
-    return (one_mrc_flow(topo, k.fail_at + k.down_s + k.tail_s, steps),)
+    mrc = one_mrc_flow(topo, k.fail_at + k.down_s + k.tail_s, steps)
+    return (mrc, as_baseline(mrc, "mptcp"))
 
 
-def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
-    res = results[0]
-    fault = first_fault(res, "fail")
-    flow = res.run.flows[0]
-    share = surviving(fault, flow.src, flow.dst, paths(topo, flow.src, flow.dst))
+def _around(
+    res: RunResult, fault: FaultWindow, share: float
+) -> tuple[FlowFault, float | None, float]:
+    """The run's one flow around the fault: its stall and settle (timeline.analyse), the
+    time back to full after the port returns, and its goodput while the port was down."""
+    name = res.run.flows[0].name
     (result,) = analyse(
         res.deliveries,
         [fault],
@@ -89,14 +97,23 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
         surviving=lambda _f, _flow: share,
         params=Params(bin_s=BIN_S),
     )
-    ff = result.flows["mrc"]
-    before = ff.baseline_bps
-    during = rate(res.deliveries, ["mrc"], fault.t_start + 1.0, fault.t_end)
+    ff = result.flows[name]
     series = goodput(res.deliveries, res.t_origin, res.t_stop, BIN_S)
+    before = ff.baseline_bps
     back = None if before is None else back_to(series, fault.t_end, 0.9 * before, res.t_stop)
+    return ff, back, rate(res.deliveries, [name], fault.t_start + 1.0, fault.t_end)
+
+
+def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
+    res = run_named(results, "mrc") or results[0]
+    fault = first_fault(res, "fail")
+    flow = res.run.flows[0]
+    share = surviving(fault, flow.src, flow.dst, paths(topo, flow.src, flow.dst))
+    ff, back, during = _around(res, fault, share)
+    before = ff.baseline_bps
     learnt = _plane_down_after(res, fault, k.plane)
     stall = None if ff.stall is None else ff.stall.duration
-    numbers = {
+    numbers: dict[str, Any] = {
         "port": fault.target,
         "surviving_share": share,
         "stall_s": stall,
@@ -111,11 +128,11 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     }
     settle = ff.recovery_s
     brief = stall is not None and stall < BRIEF_S and settle is not None and settle < BRIEF_S
-    rows = (
+    rows = [
         Row(
             "A NIC port lost: a brief interruption, under a second on the testbed",
-            f"longest gap {ms(stall)}; at 90% of the {pct(share)} of paths left after "
-            f"{ms(ff.recovery_s)}",
+            f"longest gap {gap(stall, numbers['stall_open'])}; at 90% of the {pct(share)} of "
+            f"paths left after {ms(ff.recovery_s)}",
             "agrees" if brief else "differs: the interruption lasted a second or more",
             brief,
         ),
@@ -128,8 +145,36 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             else "differs: the sender did not take the plane out of use within a second",
             learnt is not None and learnt < BRIEF_S,
         ),
+    ]
+    mp = run_named(results, "mptcp")
+    if mp is not None:
+        numbers["mptcp"] = _mptcp(rows, mp, share, stall)
+    return Findings(tuple(rows), numbers)
+
+
+def _mptcp(
+    rows: list[Row], res: RunResult, share: float, mrc_stall: float | None
+) -> dict[str, Any]:
+    """MPTCP's row and figures for the same port lost."""
+    fault = first_fault(res, "fail")
+    ff, back, during = _around(res, fault, share)
+    stall = None if ff.stall is None else ff.stall.duration
+    still = bool(ff.stall and ff.stall.open_ended)
+    rows.append(
+        compared(
+            "A NIC port lost: Linux MPTCP, a subflow per plane",
+            f"longest gap {gap(stall, still)}; at 90% of the {pct(share)} of subflows left "
+            f"after {ms(ff.recovery_s)}; back to full {ms(back)} after the port returned",
+            f"MPTCP's longest gap {gap(stall, still)}, MRC's {ms(mrc_stall)}",
+        )
     )
-    return Findings(rows, numbers)
+    return {
+        "stall_s": stall,
+        "stall_open": still,
+        "settle_s": ff.recovery_s,
+        "down_fraction": ratio(during, ff.baseline_bps),
+        "back_to_full_s": back,
+    }
 
 
 def _plane_down_after(res: RunResult, fault: FaultWindow, plane: int) -> float | None:
@@ -147,9 +192,10 @@ def _plane_down_after(res: RunResult, fault: FaultWindow, plane: int) -> float |
 def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> None:
     run_timeline(
         path,
-        results[0],
+        run_named(results, "mrc") or results[0],
         bin_s=0.05,
-        title="A NIC port of the receiver lost and back: MRC goodput (Fig. 9a at lab scale)",
+        title="A NIC port of the receiver lost and back (Fig. 9a at lab scale)",
+        beside=[r for r in results if r.run.name != "mrc"],
     )
 
 
