@@ -94,7 +94,7 @@ def script(topo: Topology, name: str, ops: Sequence[Op]) -> str:
     entries = [op for op in ops if isinstance(op, PortMap)]
     parts = ["set -e"]
     if ip_ops:
-        parts.append(heredoc("ip -b -", [ip_line(name, op) for op in ip_ops]))
+        parts.append(heredoc("ip -6 -b -", [ip_line(name, op) for op in ip_ops]))
     if programs:
         parts += load_programs(name, programs)
     if tc_ops:

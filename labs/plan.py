@@ -271,7 +271,7 @@ Op = (
     | Nft
 )
 TcOp = Qdisc | PrioQdisc | TcBpf
-IpOp = Veth | LinkUp | Addr | Neigh | Route
+IpOp = Veth | LinkUp | Addr | Neigh | Route | MptcpLimits | MptcpEndpoint | SourceRule
 """Ops that are ``ip -b`` lines (ip_line); TcOp's are ``tc -b`` lines (tc_lines)."""
 
 

@@ -161,7 +161,7 @@ def script_of(node: dict[str, Any]) -> str:
 
 
 def batches(script: str) -> dict[str, list[str]]:
-    """Each here-document's lines, by its command (``ip -b -``, ``tc -b -``, ``nft -f -``)."""
+    """Each here-document's lines, by its command (``ip -6 -b -``, ``tc -b -``, ``nft -f -``)."""
     out: dict[str, list[str]] = {}
     lines = iter(script.splitlines())
     for line in lines:
@@ -196,7 +196,7 @@ def test_links_are_the_lab_ports_and_every_port_is_configured() -> None:
     ends = {tuple(link["endpoints"]) for link in doc["links"]}
     assert ends == {(f"{ln.a}:{ln.a_dev}", f"{ln.b}:{ln.b_dev}") for ln in topo.links}
     for node, cfg in doc["nodes"].items():
-        ip = batches(script_of(cfg))["ip -b -"]
+        ip = batches(script_of(cfg))["ip -6 -b -"]
         for dev, _peer, _link in topo.ports(node):
             assert any(
                 re.fullmatch(rf"link set dev {dev} mtu 9000 address [0-9a-f:]{{17}} up", ln)
@@ -225,7 +225,7 @@ def test_switches_install_their_sids_on_the_sid_veth() -> None:
     topo = kernel_switch()
     doc = exported(topo)
     for sw in topo.switches:
-        ip = batches(script_of(doc["nodes"][sw]))["ip -b -"]
+        ip = batches(script_of(doc["nodes"][sw]))["ip -6 -b -"]
         un = addr.node_prefix(topo, topo.plane_of(sw), sw)
         assert ip.index(f"link add {SID_DEV} type veth peer name sid1") < ip.index(
             f"link set dev {SID_DEV} up"
@@ -248,7 +248,7 @@ def test_hosts_take_srh_packets_and_write_their_paths() -> None:
         assert f"mrc paths export --topology /dev/stdin --host {host} -o" in script
         (embedded,) = batches(script)["mrc paths export --topology /dev/stdin"]
         assert from_dict(json.loads(embedded)) == topo  # the same fabric the paths come from
-        ip = batches(script)["ip -b -"]
+        ip = batches(script)["ip -6 -b -"]
         for plane in range(topo.planes):
             assert f"route replace local {addr.node_prefix(topo, plane, host)} dev lo" in ip
 
@@ -301,7 +301,9 @@ def test_mtu_plans_every_link_and_port() -> None:
     assert {link["mtu"] for link in doc["links"]} == {1400}
     for cfg in doc["nodes"].values():
         ups = [
-            ln for ln in batches(script_of(cfg))["ip -b -"] if re.match(r"link set dev \S+ mtu", ln)
+            ln
+            for ln in batches(script_of(cfg))["ip -6 -b -"]
+            if re.match(r"link set dev \S+ mtu", ln)
         ]
         assert ups
         assert all(" mtu 1400 " in ln for ln in ups)
@@ -400,14 +402,14 @@ def test_renamed_ports_keep_the_plan() -> None:
     t0 = batches(script_of(doc["topology"]["nodes"]["t0-p1-1"]))
     assert (
         "route replace fcbb:bb01::/32 nexthop via fe80::2000 dev u0 nexthop via fe80::2001 dev u1"
-        in t0["ip -b -"]
+        in t0["ip -6 -b -"]
     )
     assert any('oifname "u1" ip6 ecn' in ln for ln in t0["nft -f -"])
     assert (
         "qdisc replace dev u1 root tbf rate 100000000bit burst 32768 limit 262144" in t0["tc -b -"]
     )
     t1 = batches(script_of(doc["topology"]["nodes"]["t1-p1-0"]))
-    assert "route replace fcbb:bb01:a002::/48 via fe80::1001 dev d1" in t1["ip -b -"]
+    assert "route replace fcbb:bb01:a002::/48 via fe80::1001 dev d1" in t1["ip -6 -b -"]
     assert ["t0-p1-1:u0", "t1-p1-0:d1"] in [link["endpoints"] for link in doc["topology"]["links"]]
 
 
