@@ -4,6 +4,7 @@ run is mrc_transport/perf/ (client.py, server.py, oneshot.py), given a ``PerfOpt
     mrc perf -s [-1] [-p PORT]                       server (in a lab host or a plain host)
     mrc perf -c h0 [-t 10 | -n 100M] [-P 4] [-R]     client; HOST may be a lab host name
     mrc perf --lab LAB --from h4 --to h0 [...]       both ends, each in its namespace
+    mrc perf --lab LAB --pairs h4:h0,h5:h0 [...]     many pairs in one process, together
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ def register(
     mode.add_argument("-c", "--client", metavar="HOST", help="run as client to HOST")
     mode.add_argument("--from", dest="src", metavar="HOST", help="one-shot: client host (lab)")
     mode.add_argument("--to", dest="dst", metavar="HOST", help="one-shot: server host (lab)")
+    mode.add_argument(
+        "--pairs",
+        metavar="A:B,...",
+        help="many pairs at once in one process, started together (lab), e.g. h4:h0,h5:h0",
+    )
     p.add_argument("-1", "--one-off", action="store_true", help="server: exit after one test")
     p.add_argument("-p", "--port", type=int, default=DEFAULT_PORT, help="UDP port (default 4791)")
     p.add_argument("-t", "--time", type=float, default=None, help="seconds (default 10)")
@@ -87,11 +93,16 @@ def parse_planes(text: str | None) -> tuple[int, ...]:
 
 def check_mode(args: argparse.Namespace) -> None:
     one_shot = args.src is not None or args.dst is not None
-    modes = sum((bool(args.server), args.client is not None, one_shot))
+    pairs = args.pairs is not None
+    modes = sum((bool(args.server), args.client is not None, one_shot, pairs))
     if modes != 1:
-        raise UsageError("give exactly one of -s, -c HOST, or --from HOST --to HOST")
+        raise UsageError(
+            "give exactly one of -s, -c HOST, --from HOST --to HOST, or --pairs A:B,..."
+        )
     if one_shot and (args.src is None or args.dst is None or args.lab is None):
         raise UsageError("one-shot mode needs --lab LAB --from HOST --to HOST")
+    if pairs and args.lab is None:
+        raise UsageError("--pairs needs --lab LAB")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -177,6 +188,11 @@ def run(args: argparse.Namespace) -> int:
             from mrc_transport.perf.oneshot import run_one_shot
 
             return run_one_shot(opts, args.src, args.dst)
+        if args.pairs is not None:
+            from mrc_transport.perf.pairs import parse_pairs, run_pairs
+
+            gc.freeze()  # as _run_here does, for the same reason
+            return run_pairs(opts, parse_pairs(args.pairs))
         return _run_here(opts, args.server)
     except OptionsError as exc:
         raise UsageError(str(exc)) from None

@@ -33,11 +33,12 @@ at most ``grace`` seconds, then cancels the nursery. Ctrl-C cancels it at once.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 
 import trio
@@ -68,6 +69,18 @@ def default_mss(encoding: Encoding, mtus: dict[str, int] | None = None) -> int:
     return max(256, mtu - overhead)
 
 
+@contextlib.contextmanager
+def in_netns(ns: str | None) -> Iterator[None]:
+    """The body in network namespace ``ns`` (this thread only), or where it is for None."""
+    if ns is None:
+        yield
+        return
+    from labs.netns import entered
+
+    with entered(ns):
+        yield
+
+
 def _open_links() -> socket.socket | None:
     """The link-state socket, or None where rtnetlink is not available (then a dead port
     is found by its first refused send)."""
@@ -89,11 +102,16 @@ class MrcEndpoint:
         encoding: Encoding = "usid",
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        netns: str | None = None,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be usid or srh, not {encoding!r}")
         cfg = io_config(cfg)
         self.cfg, self.port, self.encoding, self.clock = cfg, port, encoding, clock
+        self.netns = netns
+        """The network namespace its sockets are opened in (None: this thread's): one
+        process can serve the MRC ends of many lab hosts, since a socket stays in the
+        namespace it was made in."""
         self.core = Endpoint(cfg, rng or random.Random(), paths_for)
         self.handles: dict[int, ConnHandle] = {}
         self.link_events = 0
@@ -101,7 +119,8 @@ class MrcEndpoint:
         self.on_event: Callable[[events.Event], None] | None = None
         """Called with every event of every connection (e.g. io/eventlog.EventLog.add)."""
         self.tx = Transmitter(cfg, encoding, port, self.core.port_busy, self._port_down, self.kick)
-        self.rx = Receiving(self.core, port, clock, self._flush_control)
+        with in_netns(netns):  # its receive slots fit the MTUs of its own ports
+            self.rx = Receiving(self.core, port, clock, self._flush_control)
         self.pacer = Pacer(cfg.nic_rate_bps, cfg.mss)
         self._wait_scope = trio.CancelScope()
         self._kicked = False
@@ -114,9 +133,10 @@ class MrcEndpoint:
         self, *, task_status: trio.TaskStatus[MrcEndpoint] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Open the sockets and run until cancelled (or ``aclose``)."""
-        self.tx.sock = tx = open_tx()
-        rx = open_rx(self.port)
-        links = _open_links()
+        with in_netns(self.netns):  # no await inside: the thread leaves before trio runs on
+            self.tx.sock = tx = open_tx()
+            rx = open_rx(self.port)
+            links = _open_links()
         self._trio_offset = trio.current_time() - self.clock()
         try:
             with trio.CancelScope() as self._serve_scope:
@@ -309,10 +329,14 @@ async def open_endpoint(
     port: int = MRC_UDP_PORT,
     encoding: Encoding = "usid",
     rng: random.Random | None = None,
+    netns: str | None = None,
 ) -> AsyncIterator[MrcEndpoint]:
-    """An endpoint serving in a nursery of its own for the duration of the block."""
+    """An endpoint serving in a nursery of its own for the duration of the block, its
+    sockets in namespace ``netns`` (None: this thread's)."""
     async with trio.open_nursery() as nursery:
-        ep = MrcEndpoint(cfg, paths_for=paths_for, port=port, encoding=encoding, rng=rng)
+        ep = MrcEndpoint(
+            cfg, paths_for=paths_for, port=port, encoding=encoding, rng=rng, netns=netns
+        )
         await nursery.start(ep.serve)
         try:
             yield ep

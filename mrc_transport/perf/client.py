@@ -100,10 +100,10 @@ async def _run_streams(
             stats = StreamStats(handle, sending=not opts.reverse)
             streams.append(stats)
             test = session.client_stream(handle, params, stats, time.monotonic)
-            nursery.start_soon(_guard, test, stats, i)
+            nursery.start_soon(guard, test, stats, i)
 
 
-async def _guard(test: Awaitable[None], stats: StreamStats, i: int) -> None:
+async def guard(test: Awaitable[None], stats: StreamStats, i: int) -> None:
     """Run one connection's test; a failure is recorded on it, not raised through the
     nursery."""
     try:

@@ -78,7 +78,7 @@ def run_one_shot(opts: PerfOptions, src: str, dst: str) -> int:
     from labs.topology import namespace
 
     assert opts.lab is not None
-    _check_hosts(opts.lab, src, dst)
+    check_hosts(opts.lab, src, dst)
     srv = _start(namespace(opts.lab, dst), server_argv(opts), stdout=subprocess.DEVNULL)
     try:
         if not _server_ready(srv):
@@ -93,13 +93,14 @@ def run_one_shot(opts: PerfOptions, src: str, dst: str) -> int:
         _reap(srv)
 
 
-def _check_hosts(lab: str, src: str, dst: str) -> None:
+def check_hosts(lab: str, *hosts: str) -> None:
+    """OptionsError unless the lab is up and has every one of ``hosts``."""
     from labs.state import state_path
     from labs.topology import namespace
 
     if not os.path.exists(state_path(lab)):
         raise OptionsError(f"no lab {lab!r} is up (`mrc lab list` shows the labs)")
-    for host in (src, dst):
+    for host in hosts:
         if not os.path.exists(f"/run/netns/{namespace(lab, host)}"):
             raise OptionsError(f"no host {host!r} in a running lab {lab!r}")
 

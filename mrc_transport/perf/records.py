@@ -1,6 +1,6 @@
 """Delivery records: one JSON object per line, {"t_mono", "nbytes", "flow"}, written by an
 `mrc perf` receiver (``--records``) and by the demo's TCP baseline, read by the demos
-(demo/records.py) to join deliveries with the lab's event log."""
+(harness/records.py) to join deliveries with the lab's event log."""
 
 from __future__ import annotations
 
