@@ -1,5 +1,6 @@
-"""Helpers shared by unit tests: paths, two cores pumped in memory, packets by hand, and the
-CLI's one-line errors. Test modules import these from here, never from each other."""
+"""Helpers shared by unit tests: paths, two cores pumped in memory and packets by hand.
+Test modules import these from here, never from each other. A CLI's one-line error is
+the ``cli_error`` fixture (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,6 @@ import random
 from ipaddress import IPv6Address
 from typing import Any
 
-import pytest
-
-from mrc_transport.cli.main import main
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
 from srv6.path import SrPath
@@ -72,24 +70,3 @@ def as_packet(tx: Transmit) -> frames.Packet:
 def psn(tx: Transmit) -> int:
     assert isinstance(tx.header, frames.DataHeader)
     return tx.header.psn
-
-
-def exit_2_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """``mrc ARGV`` exits 2 with exactly one line on stderr, no traceback; that line."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def error_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    """The one non-blank line on stderr, which names every one of ``words``."""
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
