@@ -1,12 +1,45 @@
-"""Fixtures for the unit tests of the demo and repro CLIs."""
+"""Fixtures of the unit tests: two protocol cores on a simulated fabric (``pair``, and
+``established`` once their connection is up, each with a factory for a test that needs
+its own seed or config), and a state directory with no lab for the demo and repro CLIs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
 from labs.state import STATE_DIR_ENV
+from mrc_transport.protocol import Config
+from tests.sim.fabric import Fabric, Host, Link
+from tests.unit.helpers import PAIR_CFG
+
+Pair = tuple[Fabric, Host, Host]
+"""A fabric and its two hosts, ``a`` and ``b``."""
+
+
+class MakePair(Protocol):
+    def __call__(self, seed: int = 1, cfg: Config = PAIR_CFG, **link: Any) -> Pair: ...
+
+
+@pytest.fixture(scope="session")
+def make_pair() -> MakePair:
+    """``make_pair(seed=1, cfg=PAIR_CFG, **link)``: two hosts, not yet connected, on a
+    simulated fabric of 2 planes x 2 paths of 2 Gbit/s links (``link`` sets the links'
+    other fields: ``jitter=``, ``drop=``...). Session-scoped: it keeps no state, so a
+    module-scoped fixture may use it too."""
+
+    def make(seed: int = 1, cfg: Config = PAIR_CFG, **link: Any) -> Pair:
+        fabric = Fabric(seed, planes=2, paths_per_plane=2, link=lambda: Link(rate_bps=2e9, **link))
+        return fabric, fabric.add_host("a", cfg), fabric.add_host("b", cfg)
+
+    return make
+
+
+@pytest.fixture
+def pair(make_pair: MakePair) -> Pair:
+    """``make_pair()``: the fabric and its hosts ``a`` and ``b``."""
+    return make_pair()
 
 
 @pytest.fixture
