@@ -12,7 +12,7 @@ from mrc_transport.protocol import Config, Connection, ConnState, Transmit, even
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Fabric, Host
-from tests.unit.conftest import MakePair, Pair
+from tests.unit.conftest import MakeEstablished, MakePair, Pair
 from tests.unit.helpers import PAIR_CFG as CFG
 from tests.unit.helpers import payload
 
@@ -95,11 +95,12 @@ def test_messages_of_several_sizes(pair: Pair) -> None:
     assert conn.sender.fc_bytes == 0
 
 
-def test_payload_is_a_slice_of_the_application_buffer(pair: Pair) -> None:
-    fabric, a, b = pair
+def test_payload_is_a_slice_of_the_application_buffer(
+    make_established: MakeEstablished,
+) -> None:
+    fabric, conn, _ = make_established(cfg=CFG)
+    _, b = fabric.hosts
     fabric.sent_log = []
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
     big = bytearray(payload(50_000))
     conn.send_message(big, fabric.now)
     fabric.run(0.1, lambda: len(b.messages) == 1)
@@ -188,7 +189,7 @@ def test_slow_receiver_is_never_overrun(make_pair: MakePair) -> None:
 def test_peer_vanishing_ends_in_rto_failure_with_backoff(pair: Pair) -> None:
     fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
+    fabric.run(1e-3)  # a whole millisecond: the RTOs' gaps below compare exactly
     for link in fabric.links.values():
         link.dead = True
     conn.send_message(payload(20_000), fabric.now)
@@ -216,14 +217,11 @@ def test_counters_for_a_live_view(pair: Pair) -> None:
 
 
 def first_data(
-    make_pair: MakePair, n: int, cfg: Config = CFG
+    make_established: MakeEstablished, n: int, cfg: Config = CFG
 ) -> tuple[Connection, Connection, float, list[Transmit]]:
     """A fresh connection's client, server, the time, and the Transmits of its first n
     data packets (not delivered)."""
-    fabric, a, b = make_pair(cfg=cfg)
-    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    [server] = b.endpoint.connections.values()
+    fabric, client, server = make_established(cfg=cfg)
     now = fabric.now
     client.send_message(payload(n * cfg.mss), now)
     data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
@@ -232,10 +230,10 @@ def first_data(
 
 
 def sacks_over_a_gap(
-    make_pair: MakePair,
+    make_established: MakeEstablished,
 ) -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
     """Five data packets of a fresh connection reach the server in the order 1 2 3 4 0."""
-    client, server, now, data = first_data(make_pair, 5)
+    client, server, now, data = first_data(make_established, 5)
     path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[0].ev)
     sacks = []
     for i in (1, 2, 3, 4, 0):
@@ -249,13 +247,15 @@ def sacks_over_a_gap(
     return client, path, now, sacks
 
 
-def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say(make_pair: MakePair) -> None:
+def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say(
+    make_established: MakeEstablished,
+) -> None:
     """ooo_count: packets accepted above cum_psn since it last advanced; rwnd_penalty: 0.
     The sender ignores both (docs/protocol.md, Behaviour: PSNs, SACKs and loss recovery)."""
-    client, path, now, sacks = sacks_over_a_gap(make_pair)
+    client, path, now, sacks = sacks_over_a_gap(make_established)
     assert [s.ooo_count for s in sacks] == [1, 2, 3, 4, 0]  # 0: cum_psn passed all five
     assert all(s.rwnd_penalty == 0 for s in sacks)
-    again, _, _, again_sacks = sacks_over_a_gap(make_pair)  # the same seeded run
+    again, _, _, again_sacks = sacks_over_a_gap(make_established)  # the same seeded run
     assert again_sacks == sacks
     penalised = dataclasses.replace(sacks[-1], rwnd_penalty=0xFFFF, ooo_count=0xFFFF)
     client.receive(frames.Packet(path, sacks[-1], b""), now)
@@ -270,12 +270,14 @@ def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say(make_pair: MakePair) 
 
 
 @pytest.mark.parametrize("ce_at", [None, 3])
-def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None, make_pair: MakePair) -> None:
+def test_sacks_of_one_receive_burst_leave_as_one(
+    ce_at: int | None, make_established: MakeEstablished
+) -> None:
     """A receive burst of 8 packets (out of order: 1 2 .. 7 0), a SACK due after each,
     read before anything is sent: only the newest SACK leaves, plus the one echoing ECN,
     which names an EV no other SACK does."""
     client, server, now, data = first_data(
-        make_pair, 8, dataclasses.replace(CFG, sack_every_bytes=CFG.mss)
+        make_established, 8, dataclasses.replace(CFG, sack_every_bytes=CFG.mss)
     )
     for i in (1, 2, 3, 4, 5, 6, 7, 0):
         ecn = frames.Ecn.CE if i == ce_at else frames.Ecn.ECT0
@@ -296,14 +298,14 @@ def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None, make_pair: M
     assert client.counters.ecn_echoes == (ce_at is not None)
 
 
-def test_a_recycled_buffer_carries_the_next_message_of_its_size(pair: Pair) -> None:
+def test_a_recycled_buffer_carries_the_next_message_of_its_size(
+    make_established: MakeEstablished,
+) -> None:
     """The application gives a delivered buffer back: the next message of that size is
     placed in it (no new zero-filled buffer) and delivered whole, old bytes overwritten;
     a message of another size gets a new buffer."""
-    fabric, a, b = pair
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    [server] = b.endpoint.connections.values()
+    fabric, conn, server = make_established(cfg=CFG)
+    _, b = fabric.hosts
     sizes = [10 * CFG.mss + 7, 10 * CFG.mss + 7, 3 * CFG.mss]
     bufs = []
     for i, n in enumerate(sizes):

@@ -12,7 +12,7 @@ from mrc_transport.protocol.connection import CONN_TRANSITIONS, ConnInput
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Host
-from tests.unit.conftest import MakePair, Pair
+from tests.unit.conftest import MakeEstablished, Pair
 from tests.unit.helpers import PAIR_CFG as CFG
 from tests.unit.helpers import payload
 
@@ -84,10 +84,10 @@ def test_late_close_is_answered_while_draining(pair: Pair) -> None:
     assert len(closed_events(b)[server_id]) == 1
 
 
-def test_failed_connections_are_removed_once(make_pair: MakePair) -> None:
-    fabric, a, b = make_pair(cfg=dataclasses.replace(CFG, max_rto_count=4, setup_retries=4))
-    ok = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
+def test_failed_connections_are_removed_once(make_established: MakeEstablished) -> None:
+    cfg = dataclasses.replace(CFG, max_rto_count=4, setup_retries=4)
+    fabric, ok, _ = make_established(cfg=cfg)
+    a, b = fabric.hosts
     for link in fabric.links.values():
         link.dead = True
     ok.send_message(payload(20_000), fabric.now)  # ends in "rto failed"
