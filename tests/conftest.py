@@ -75,10 +75,10 @@ def cli_error(capsys: pytest.CaptureFixture[str]) -> CliError:
     is dropped first, so the line is this call's."""
 
     def run(argv: list[str], *words: str, main: CliMain | None = None) -> str:
-        if main is None:
-            from mrc_transport.cli.main import main
+        from mrc_transport.cli.main import main as mrc
+
         capsys.readouterr()
-        code = main(argv)
+        code = (main or mrc)(argv)
         out, err = capsys.readouterr()
         assert code == 2, (argv, code, err)
         assert out == "", out

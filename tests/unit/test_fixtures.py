@@ -23,14 +23,24 @@ def printing(code: int, out: str = "", err: str = "") -> CliMain:
 @pytest.mark.parametrize(
     ("code", "out", "err"),
     [
-        (0, "", "mrc: error: bad\n"),  # not exit 2
+        (0, "", "mrc: error: bad\n"),
         (1, "", "mrc: error: bad\n"),
-        (2, "", ""),  # nothing said
-        (2, "", "mrc: error: bad"),  # no line end
+        (2, "", ""),
+        (2, "", "mrc: error: bad"),
         (2, "", "mrc: error: bad\nand more\n"),
         (2, "", "\nmrc: error: bad\n"),
-        (2, "half done\n", "mrc: error: bad\n"),  # something on stdout
+        (2, "half done\n", "mrc: error: bad\n"),
         (2, "", "Traceback (most recent call last): bad\n"),
+    ],
+    ids=[
+        "exit 0",
+        "exit 1",
+        "silent",
+        "no line end",
+        "two lines",
+        "a blank line first",
+        "stdout",
+        "traceback",
     ],
 )
 def test_cli_error_refuses_anything_but_one_line_and_exit_2(
