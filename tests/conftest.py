@@ -2,14 +2,18 @@
 no network namespaces) FAILS instead, so a green run proves the lab tests really ran. When
 the compiled protocol core runs, the session refuses to start if it was built from other
 sources than those under test. An illegal transition of a state machine of the core
-raises for the whole session (protocol/transitions.py), instead of being only counted."""
+raises for the whole session (protocol/transitions.py), instead of being only counted.
+
+The fixture every tier uses: ``cli_error``, a CLI call refused as the project's rule says
+(one line on stderr, exit 2, no traceback)."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from types import FrameType
+from typing import Protocol
 
 import pytest
 
@@ -51,3 +55,40 @@ def pytest_runtest_makereport(
     if report.skipped and lab_required() and item.get_closest_marker("lab") is not None:
         report.outcome = "failed"
         report.longrepr = f"{REQUIRE_LAB_ENV}=1 but this lab test skipped: {report.longrepr}"
+
+
+CliMain = Callable[[list[str]], int]
+"""A CLI's entry point: ``main(argv) -> exit code``."""
+
+
+class CliError(Protocol):
+    """The ``cli_error`` fixture: ``cli_error(argv, *words, main=mrc's main) -> line``."""
+
+    def __call__(self, argv: list[str], *words: str, main: CliMain | None = None) -> str: ...
+
+
+@pytest.fixture
+def cli_error(capsys: pytest.CaptureFixture[str]) -> CliError:
+    """Runs ``main(argv)`` (``mrc`` unless told) and asserts it refused as bad input must be
+    refused: exit 2, nothing on stdout, exactly one line on stderr, no traceback,
+    naming every one of ``words``; returns that line. What earlier calls of the test printed
+    is dropped first, so the line is this call's."""
+
+    def run(argv: list[str], *words: str, main: CliMain | None = None) -> str:
+        from mrc_transport.cli.main import main as mrc
+
+        capsys.readouterr()
+        code = (main or mrc)(argv)
+        out, err = capsys.readouterr()
+        assert code == 2, (argv, code, err)
+        assert out == "", out
+        assert "Traceback" not in err, err
+        assert err.count("\n") == 1, err  # one line, ended
+        assert err.endswith("\n"), err
+        line = err[:-1]
+        assert line.strip(), err
+        for word in words:
+            assert word in line, (word, line)
+        return line
+
+    return run

@@ -1,4 +1,5 @@
-"""Fixtures for root/namespace tests: a tiny lab under a unique name, ALWAYS torn down."""
+"""Fixtures for root/namespace tests: a lab under a unique name (the tiny preset, or a
+topology of the test's own), ALWAYS torn down."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
+
+if TYPE_CHECKING:
+    from labs.topology import Topology
 
 
 def require_root_netns() -> None:
@@ -26,19 +31,31 @@ def unique_lab() -> str:
     return "t" + uuid.uuid4().hex[:8]
 
 
+class RunningLab(Protocol):
+    """The ``running_lab`` fixture: ``with running_lab(topo) as name: ...``."""
+
+    def __call__(self, topo: Topology) -> AbstractContextManager[str]: ...
+
+
 @contextmanager
-def running_tiny_lab() -> Iterator[str]:
-    """The tiny preset under a unique name, for a module-scoped fixture; always removed."""
+def _running(topo: Topology) -> Iterator[str]:
     require_root_netns()
     from labs.apply import down, up
-    from labs.topology import preset
 
     name = unique_lab()
     try:
-        up(preset("tiny"), name)
+        up(topo, name)
         yield name
     finally:
         down(name)
+
+
+@pytest.fixture(scope="session")
+def running_lab() -> RunningLab:
+    """``with running_lab(topo) as name``: ``topo`` up under a unique name inside the
+    block, always removed after it; for a module-scoped fixture of a lab of its own (or a
+    test's). Session-scoped: it keeps no state."""
+    return _running
 
 
 @pytest.fixture
@@ -64,8 +81,10 @@ def tiny_lab(lab_name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def module_tiny_lab() -> Iterator[str]:
+def module_tiny_lab(running_lab: RunningLab) -> Iterator[str]:
     """The tiny preset under a unique name, shared by a module's tests (bring-up is the
     slow part); always torn down."""
-    with running_tiny_lab() as name:
+    from labs.topology import preset
+
+    with running_lab(preset("tiny")) as name:
         yield name

@@ -21,8 +21,9 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.utils import rdpcap
 
+from labs.topology import preset
 from mrc_transport.wire import MRC_UDP_PORT, Opcode, decode_datagram_untrusted
-from tests.lab.conftest import require_root_netns, running_tiny_lab
+from tests.lab.conftest import RunningLab, require_root_netns
 from tests.tshark import (
     ALL_FIELDS,
     assert_frame_matches,
@@ -42,10 +43,10 @@ READY_TIMEOUT = 20.0
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[str]:
+def lab(running_lab: RunningLab) -> Iterator[str]:
     require_root_netns()
     require_tshark()
-    with running_tiny_lab() as name:
+    with running_lab(preset("tiny")) as name:
         yield name
 
 

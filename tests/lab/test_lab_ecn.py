@@ -16,18 +16,16 @@ import struct
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
+import yaml
 
 from labs import netns
-from labs.apply import down, up
 from labs.check import Encoding, build_probe
 from labs.paths import paths
-from labs.topology import Topology, load_yaml, namespace
+from labs.topology import Topology, from_dict, namespace
 from srv6.path import SrPath
-from tests.lab.conftest import require_root_netns, unique_lab
+from tests.lab.conftest import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -47,27 +45,13 @@ links:
 """
 
 
-@contextmanager
-def lab_from_yaml(text: str, tmp: Path) -> Iterator[tuple[str, Topology]]:
-    """A lab built from a topology file, under a unique name, always removed."""
-    require_root_netns()
-    name = unique_lab()
-    path = tmp / "topology.yaml"
-    path.write_text(text)
-    topo = load_yaml(path)
-    try:
-        up(topo, name)
-        yield name, topo
-    finally:
-        down(name)
-
-
 @pytest.fixture(scope="module")
-def ecn_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
+def ecn_lab(running_lab: RunningLab) -> Iterator[tuple[str, Topology]]:
     """One tiny lab for the module; every link class marks with PROBABILITY, so a marking
     last hop (T0 -> host) would show up in both tests below."""
-    with lab_from_yaml(TOPOLOGY, tmp_path_factory.mktemp("ecn")) as lab:
-        yield lab
+    topo = from_dict(yaml.safe_load(TOPOLOGY))
+    with running_lab(topo) as name:
+        yield name, topo
 
 
 def _receiver(lab: str, host: str, path: SrPath) -> socket.socket:
@@ -194,8 +178,9 @@ TRICKLE_GAP = 0.005  # 40 x 132 bytes every 5 ms: ~26 kbytes/s, below the mark r
 BURST = 3000  # 396 kbytes back to back: three buckets
 
 
-def test_rate_mode_marks_above_the_rate_after_one_bucket(tmp_path: Path) -> None:
-    with lab_from_yaml(RATE_TOPOLOGY, tmp_path) as (lab, topo):
+def test_rate_mode_marks_above_the_rate_after_one_bucket(running_lab: RunningLab) -> None:
+    topo = from_dict(yaml.safe_load(RATE_TOPOLOGY))
+    with running_lab(topo) as lab:
         path = paths(topo, "h0", "h2")[0]
         size = len(build_probe(path, "srh", _SEQ.pack(b"", 0))[0])
         trickle = send(lab, "h0", "h2", path, "srh", count=TRICKLE, gap=TRICKLE_GAP)

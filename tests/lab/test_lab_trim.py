@@ -23,13 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
+import yaml
 
 from labs import netns
 from labs.apply import down
 from labs.check import Encoding
 from labs.paths import paths
 from labs.state import load_state
-from labs.topology import Topology, namespace
+from labs.topology import Topology, from_dict, namespace
 from labs.trim import port_counters
 from mrc_transport.wire.codec import encode
 from mrc_transport.wire.frames import (
@@ -46,7 +47,7 @@ from mrc_transport.wire.frames import (
 )
 from srv6.checksum import udp6_checksum
 from srv6.path import SrPath
-from tests.lab.test_lab_ecn import lab_from_yaml
+from tests.lab.conftest import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -67,8 +68,8 @@ QUIET = 0.5
 
 
 @pytest.fixture(scope="module")
-def trim_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
-    with lab_from_yaml(TOPOLOGY, tmp_path_factory.mktemp("trim")) as (name, _):
+def trim_lab(running_lab: RunningLab) -> Iterator[tuple[str, Topology]]:
+    with running_lab(from_dict(yaml.safe_load(TOPOLOGY))) as name:
         yield name, load_state(name).topology  # srv6 decided
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import require_root_netns, unique_lab
+from tests.lab.conftest import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -20,17 +20,11 @@ PY = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 
 
 @pytest.fixture(scope="module")
-def default_lab() -> Iterator[str]:
-    require_root_netns()
-    from labs.apply import down, up
+def default_lab(running_lab: RunningLab) -> Iterator[str]:
     from labs.topology import preset
 
-    name = unique_lab()
-    try:
-        up(preset("default"), name)
+    with running_lab(preset("default")) as name:
         yield name
-    finally:
-        down(name)
 
 
 def _goodput(lab: str, tmp_path: Path, parallel: int) -> tuple[float, list[float]]:

@@ -16,6 +16,7 @@ import pytest
 from labs.state import state_path
 from mrc_transport.cli.main import main
 from mrc_transport.repro.experiments import NAMES
+from tests.conftest import CliError
 
 pytestmark = pytest.mark.lab
 
@@ -143,12 +144,10 @@ def test_the_lab_is_torn_down_after_ctrl_c(
 
 
 def test_a_lab_of_that_name_is_left_alone(
-    tiny_lab: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_lab: str, tmp_path: Path, cli_error: CliError
 ) -> None:
-    rc = main(["repro", "port-loss", "--quick", "--name", tiny_lab, "--out", str(tmp_path)])
-    assert rc == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (
+    line = cli_error(["repro", "port-loss", "--quick", "--name", tiny_lab, "--out", str(tmp_path)])
+    assert line == (
         f"mrc repro: error: port-loss: lab {tiny_lab!r} exists: pick another --name or "
         f"`mrc lab down --name {tiny_lab}`"
     )

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from labs.state import load_state
-from labs.topology import Topology
+from labs.topology import Topology, from_dict
 from labs.trim import port_counters
-from tests.lab.test_lab_ecn import lab_from_yaml
+from tests.lab.conftest import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -35,8 +36,8 @@ def topology(trim: bool) -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Topology]]:
-    with lab_from_yaml(topology(True), tmp_path_factory.mktemp("trim-ep")) as (name, _):
+def lab(running_lab: RunningLab) -> Iterator[tuple[str, Topology]]:
+    with running_lab(from_dict(yaml.safe_load(topology(True)))) as name:
         yield name, load_state(name).topology
 
 

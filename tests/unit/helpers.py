@@ -1,24 +1,27 @@
-"""Helpers shared by unit tests: paths, two cores pumped in memory, packets by hand, and the
-CLI's one-line errors. Test modules import these from here, never from each other."""
+"""Plain functions shared by unit tests, which set nothing up: made-up paths, payload
+bytes, a connection's events read, a Transmit as its peer receives it, a data packet's
+PSN, and the configs the fixtures use. Test modules import these from here, never from
+each other.
+
+What a test sets up is a fixture instead: two hosts on a simulated fabric (``pair``,
+``make_pair``) and a connection established over it (``established``,
+``make_established``) in tests/unit/conftest.py; a CLI's one-line refusal
+(``cli_error``) in tests/conftest.py."""
 
 from __future__ import annotations
 
 import random
 from ipaddress import IPv6Address
-from typing import Any
 
-import pytest
-
-from mrc_transport.cli.main import main
-from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
+from mrc_transport.protocol import Config, Connection, Transmit, events
 from mrc_transport.wire import frames
 from srv6.path import SrPath
-from tests.sim.fabric import Fabric, Host, Link
 
 PAIR_CFG = Config(nic_rate_bps=8e9, ev_count=32, ev_backup=8)
-"""The config of ``pair``'s hosts."""
+"""The config of ``make_pair``'s hosts unless told."""
 SMALL_CFG = Config(nic_rate_bps=8e9, ev_count=16, ev_backup=4)
-"""The config of ``established``'s connections: few EVs, so a test can walk them all."""
+"""The config of ``make_established``'s connections unless told: few EVs, so a test can
+walk them all."""
 
 
 def paths(planes: int = 2, per_plane: int = 4) -> list[SrPath]:
@@ -32,28 +35,8 @@ def paths(planes: int = 2, per_plane: int = 4) -> list[SrPath]:
     return out
 
 
-def pair(seed: int = 1, cfg: Config = PAIR_CFG, **link: Any) -> tuple[Fabric, Host, Host]:
-    """Two hosts on a simulated fabric of 2 planes x 2 paths."""
-    fabric = Fabric(seed, planes=2, paths_per_plane=2, link=lambda: Link(rate_bps=2e9, **link))
-    return fabric, fabric.add_host("a", cfg), fabric.add_host("b", cfg)
-
-
 def payload(n: int, seed: int = 0) -> bytes:
     return random.Random(seed).randbytes(n)
-
-
-def established(seed: int = 1) -> tuple[Fabric, Connection, Connection]:
-    """A client and a server connection, established over 2 planes x 2 paths; from then
-    on the test moves packets between them by hand."""
-    fabric = Fabric(seed, planes=2, paths_per_plane=2)
-    a, b = fabric.add_host("a", SMALL_CFG), fabric.add_host("b", SMALL_CFG)
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-2, lambda: conn.state is ConnState.ESTABLISHED and bool(b.endpoint.connections))
-    [server] = b.endpoint.connections.values()
-    assert conn.state is server.state is ConnState.ESTABLISHED
-    drain(conn)
-    drain(server)
-    return fabric, conn, server
 
 
 def drain(conn: Connection) -> list[events.Event]:
@@ -72,24 +55,3 @@ def as_packet(tx: Transmit) -> frames.Packet:
 def psn(tx: Transmit) -> int:
     assert isinstance(tx.header, frames.DataHeader)
     return tx.header.psn
-
-
-def exit_2_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """``mrc ARGV`` exits 2 with exactly one line on stderr, no traceback; that line."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def error_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    """The one non-blank line on stderr, which names every one of ``words``."""
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]

@@ -12,6 +12,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import CliError
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -30,41 +32,35 @@ def _load(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
     "argv", [["--blast", "nolab", "h0", "h1", "0.1"], ["--drain", "0.1"]], ids=["blast", "drain"]
 )
 def test_floor_helpers_refuse_outside_a_lab(
-    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    argv: list[str], cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     perf = _load(monkeypatch, "perf")
     sent: list[object] = []
     perf._blast = perf._drain = lambda *a, **k: sent.append(a)
-    assert perf.main(argv) == 2
+    cli_error(argv, "inside the lab's host namespace", main=perf.main)
     assert sent == []
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "inside the lab's host namespace" in err
 
 
 def test_kernelpaths_packets_refuse_outside_a_lab(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kp = _load(monkeypatch, "kernelpaths")
     wrote: list[object] = []
     kp.write_packets = lambda *a: wrote.append(a)
-    assert kp.main(["--packets", "nolab", "h0", "h1", "/nonexistent"]) == 2
+    argv = ["--packets", "nolab", "h0", "h1", "/nonexistent"]
+    cli_error(argv, "inside the lab's host namespace", main=kp.main)
     assert wrote == []
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "inside the lab's host namespace" in err
 
 
 @pytest.mark.parametrize("argv", [["--seconds", "0"], ["--repeat", "0"]])
 def test_kernelpaths_bad_flags(
-    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    argv: list[str], cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kp = _load(monkeypatch, "kernelpaths")
     ran: list[object] = []
     kp.run = lambda *a: ran.append(a)
-    assert kp.main(argv) == 2
+    cli_error(argv, main=kp.main)
     assert ran == []
-    assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_kernelpaths_a_refused_path_is_reported_not_raised(

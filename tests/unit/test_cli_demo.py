@@ -12,7 +12,6 @@ import pytest
 from labs.faultkinds import Flap
 from labs.paths import paths
 from labs.topology import preset
-from mrc_transport.cli.main import main
 from mrc_transport.demo.collisions import reshape
 from mrc_transport.demo.failover import (
     MRC_EVENTS,
@@ -30,7 +29,7 @@ from mrc_transport.harness.patterns import permutation, pick_hosts
 from mrc_transport.harness.schedule import Step, label_flaps
 from mrc_transport.harness.timeline import Delivery, FaultWindow
 from mrc_transport.harness.windows import window_rates
-from tests.unit.helpers import error_line
+from tests.conftest import CliError
 
 pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built
 
@@ -60,10 +59,9 @@ pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no 
     ],
 )
 def test_bad_flags_are_one_line_exit_2(
-    argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], words: list[str], cli_error: CliError
 ) -> None:
-    assert main(argv) == 2
-    error_line(capsys, *words)
+    cli_error(argv, *words)
 
 
 @pytest.mark.parametrize(
@@ -81,27 +79,22 @@ def test_bad_flags_are_one_line_exit_2(
     ],
 )
 def test_bad_schedule_file_is_one_line_exit_2(
-    tmp_path: Path, text: str, words: list[str], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, text: str, words: list[str], cli_error: CliError
 ) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    assert main(["demo", "failover", "--preset", "tiny", "--schedule", str(path)]) == 2
-    error_line(capsys, *words)
+    cli_error(["demo", "failover", "--preset", "tiny", "--schedule", str(path)], *words)
 
 
-def test_missing_schedule_file_is_one_line_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["demo", "failover", "--schedule", str(tmp_path / "none.yaml")]) == 2
-    error_line(capsys, "none.yaml")
+def test_missing_schedule_file_is_one_line_exit_2(tmp_path: Path, cli_error: CliError) -> None:
+    cli_error(["demo", "failover", "--schedule", str(tmp_path / "none.yaml")], "none.yaml")
 
 
 def test_valid_input_without_root_says_root(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    assert main(["demo", "failover", "--preset", "tiny", "--out", str(tmp_path)]) == 2
-    error_line(capsys, "root")
+    cli_error(["demo", "failover", "--preset", "tiny", "--out", str(tmp_path)], "root")
 
 
 # -- pure pieces --------------------------------------------------------------------------

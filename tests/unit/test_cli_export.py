@@ -17,7 +17,7 @@ from labs.topology import preset
 from mrc_transport.cli.main import main
 from mrc_transport.io.paths import load_static
 from mrc_transport.wire.frames import PathHeader
-from tests.unit.helpers import exit_2_line
+from tests.conftest import CliError
 
 
 @pytest.fixture(autouse=True)
@@ -83,26 +83,25 @@ def test_lab_export_of_a_running_lab(tmp_path: Path) -> None:
     ],
 )
 def test_lab_export_bad_input_writes_nothing(
-    flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    flags: list[str], said: str, tmp_path: Path, cli_error: CliError
 ) -> None:
     out = tmp_path / "out" / "fabric.yaml"
     out.parent.mkdir()
-    line = exit_2_line(capsys, ["lab", "export", *flags, "-o", str(out)])
-    assert said in line
+    cli_error(["lab", "export", *flags, "-o", str(out)], said)
     assert written(out.parent) == []
 
 
-def test_lab_export_over_its_own_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lab_export_over_its_own_recipe(tmp_path: Path, cli_error: CliError) -> None:
     out = tmp_path / "mrc-node.Dockerfile"
     argv = ["lab", "export", "--format", "containerlab", "--preset", "tiny", "-o", str(out)]
-    assert "the image's recipe" in exit_2_line(capsys, argv)
+    cli_error(argv, "the image's recipe")
     assert not out.exists()
 
 
-def test_lab_export_to_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lab_export_to_a_missing_folder(tmp_path: Path, cli_error: CliError) -> None:
     out = tmp_path / "absent" / "fabric.yaml"
     argv = ["lab", "export", "--format", "containerlab", "--preset", "tiny", "-o", str(out)]
-    assert "no folder" in exit_2_line(capsys, argv)
+    cli_error(argv, "no folder")
     assert not out.parent.exists()
 
 
@@ -151,18 +150,16 @@ def test_paths_export_one_host_to_stdout_and_to_a_file(
     ],
 )
 def test_paths_export_bad_input_writes_nothing(
-    flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    flags: list[str], said: str, tmp_path: Path, cli_error: CliError
 ) -> None:
     out = tmp_path / "p"
-    assert said in exit_2_line(capsys, ["paths", "export", *flags, "-o", str(out)])
+    cli_error(["paths", "export", *flags, "-o", str(out)], said)
     assert not out.exists()
 
 
-def test_paths_export_of_a_fabric_of_one_host(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_paths_export_of_a_fabric_of_one_host(tmp_path: Path, cli_error: CliError) -> None:
     topo = tmp_path / "one.yaml"
     topo.write_text("planes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
     argv = ["paths", "export", "--topology", str(topo), "-o", str(tmp_path / "p")]
-    assert "one host has no paths" in exit_2_line(capsys, argv)
+    cli_error(argv, "one host has no paths")
     assert not (tmp_path / "p").exists()

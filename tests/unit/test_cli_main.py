@@ -8,12 +8,7 @@ import pytest
 
 from mrc_transport import __version__
 from mrc_transport.cli.main import main
-
-
-def _one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
+from tests.conftest import CliError
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,24 +29,17 @@ def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().out.startswith("usage: mrc")
 
 
-def test_unknown_subcommand_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["no-such-command"]) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    line = _one_line(err)
+def test_unknown_subcommand_is_one_line(cli_error: CliError) -> None:
+    line = cli_error(["no-such-command"], "no-such-command")
     assert line.startswith("mrc: error:")
-    assert "no-such-command" in line
 
 
 @pytest.mark.parametrize(
     "argv",
     [["--bogus"], ["plan", "--bogus"], ["plan", "--planes", "eight"], ["plan", "--radix"]],
 )
-def test_bad_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(argv) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert "error:" in _one_line(err)
+def test_bad_flag_is_one_line(argv: list[str], cli_error: CliError) -> None:
+    cli_error(argv, "error:")
 
 
 @pytest.mark.parametrize(
@@ -62,11 +50,8 @@ def test_bad_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str
         ["perf", "-c", "h0", "--records", "/no/such/dir/r.jsonl"],
     ],
 )
-def test_bad_perf_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(argv) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert "error:" in _one_line(err)
+def test_bad_perf_flag_is_one_line(argv: list[str], cli_error: CliError) -> None:
+    cli_error(argv, "error:")
 
 
 def test_cpu_line_is_iperf3s() -> None:
@@ -80,18 +65,15 @@ def test_cpu_line_is_iperf3s() -> None:
     )
 
 
-def test_bad_top_level_flag_names_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--bogus"]) == 2
-    line = _one_line(capsys.readouterr().err)
-    assert "unrecognized arguments: --bogus" in line
-    assert "commands: lab, perf, demo" in line
+def test_bad_top_level_flag_names_the_commands(cli_error: CliError) -> None:
+    cli_error(["--bogus"], "unrecognized arguments: --bogus", "commands: lab, perf, demo")
 
 
 def test_perf_on_a_lab_that_is_not_up_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_error: CliError
 ) -> None:
     from labs.state import STATE_DIR_ENV
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path))
-    assert main(["perf", "--lab", "nolab", "--from", "h4", "--to", "h0", "-t", "1"]) == 2
-    assert "no lab 'nolab' is up" in _one_line(capsys.readouterr().err)
+    argv = ["perf", "--lab", "nolab", "--from", "h4", "--to", "h0", "-t", "1"]
+    cli_error(argv, "no lab 'nolab' is up")

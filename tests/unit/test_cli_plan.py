@@ -9,6 +9,7 @@ import pytest
 
 from labs.sizing import compare
 from mrc_transport.cli.main import main
+from tests.conftest import CliError
 
 
 def _json(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
@@ -80,11 +81,5 @@ def test_hosts_table_shows_capacity_when_full(capsys: pytest.CaptureFixture[str]
         ["--bogus"],
     ],
 )
-def test_bad_flags_exit_2_with_one_line(
-    flags: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["plan", *flags]) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert len(err.strip().splitlines()) == 1
-    assert "error" in err
+def test_bad_flags_exit_2_with_one_line(flags: list[str], cli_error: CliError) -> None:
+    cli_error(["plan", *flags], "error")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mrc_transport.cli.main import main
-from tests.unit.helpers import error_line
+from tests.conftest import CliError
 
 pytestmark = pytest.mark.usefixtures("no_lab")  # no state outside tmp_path, no lab built
 
@@ -36,10 +36,9 @@ def _topology(tmp_path: Path, text: str) -> str:
     ],
 )
 def test_bad_names_and_flags_are_one_line_exit_2(
-    argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], words: list[str], cli_error: CliError
 ) -> None:
-    assert main(argv) == 2
-    error_line(capsys, *words)
+    cli_error(argv, *words)
 
 
 @pytest.mark.parametrize(
@@ -57,19 +56,17 @@ def test_bad_names_and_flags_are_one_line_exit_2(
     ],
 )
 def test_a_fabric_that_cannot_host_the_experiment_is_refused(
-    name: str, fabric: str, words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, fabric: str, words: list[str], tmp_path: Path, cli_error: CliError
 ) -> None:
-    assert main(["repro", name, "--topology", _topology(tmp_path, fabric)]) == 2
-    error_line(capsys, *words)
+    cli_error(["repro", name, "--topology", _topology(tmp_path, fabric)], *words)
 
 
 def test_all_checks_every_experiment_before_building_anything(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli_error: CliError
 ) -> None:
     # loss, permutation and incast fit this fabric; port-loss, later in the order, cannot
     fabric = "planes: 1\nhosts_per_rack: 8\n"
-    assert main(["repro", "all", "--topology", _topology(tmp_path, fabric)]) == 2
-    error_line(capsys, "port-loss:")
+    cli_error(["repro", "all", "--topology", _topology(tmp_path, fabric)], "port-loss:")
 
 
 def test_help_lists_the_experiments(capsys: pytest.CaptureFixture[str]) -> None:

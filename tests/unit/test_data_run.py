@@ -19,12 +19,11 @@ from mrc_transport.io import batchio
 from mrc_transport.io.sockets import open_rx
 from mrc_transport.protocol import Config
 from mrc_transport.protocol.commons import ACK_REQ, Commons
-from mrc_transport.protocol.connection import Connection
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, expand_runs
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, PathHeader, ProbeHeader
-from tests.unit.helpers import pair
+from tests.unit.conftest import MakeEstablished
 
 MakeEncoder = Callable[[int, int], batchio.BurstEncoder]
 ENCODERS: list[MakeEncoder] = [batchio.PyBurstEncoder]
@@ -32,14 +31,11 @@ if batchio.BACKEND == "c":
     ENCODERS.append(batchio.CBurstEncoder)
 
 
-def _established(cfg: Config) -> Connection:
-    fabric, a, b = pair(cfg=cfg)
-    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    return client
-
-
-EVS: list[Ev] = list(_established(Config(ev_count=8)).evs.by_value.values())
+@pytest.fixture(scope="module")
+def evs(make_established: MakeEstablished) -> list[Ev]:
+    """The EVs of a connection of 8, the same objects for every test of the module (as
+    ``_path_of`` caches by EV)."""
+    return list(make_established(cfg=Config(ev_count=8)).client.evs.by_value.values())
 
 
 _PATHS: dict[int, PathHeader] = {}
@@ -52,8 +48,9 @@ def _path_of(ev: Ev) -> PathHeader:
     return _PATHS[ev.value]
 
 
-def _run(psn: int, offset: int, seg: int, total: int, count: int, last_flags: int = 0) -> DataRun:
-    evs = EVS
+def _run(
+    evs: list[Ev], psn: int, offset: int, seg: int, total: int, count: int, last_flags: int = 0
+) -> DataRun:
     data = memoryview(bytes(random.Random(psn).randbytes(total)))
     run = DataRun(Commons(7, 9), psn, 3, offset, seg, data, 10**9 + 5, evs[0])
     for i in range(1, count):
@@ -62,8 +59,8 @@ def _run(psn: int, offset: int, seg: int, total: int, count: int, last_flags: in
     return run
 
 
-def test_a_runs_packets_are_the_messages_segments_in_order() -> None:
-    run = _run(psn=(1 << 32) - 2, offset=0, seg=1000, total=3500, count=4, last_flags=ACK_REQ)
+def test_a_runs_packets_are_the_messages_segments_in_order(evs: list[Ev]) -> None:
+    run = _run(evs, psn=(1 << 32) - 2, offset=0, seg=1000, total=3500, count=4, last_flags=ACK_REQ)
     txs = run.transmits()
     assert [t.header.psn for t in txs] == [(1 << 32) - 2, (1 << 32) - 1, 0, 1]  # wraps
     assert [h.common.opcode for h in (t.header for t in txs)] == [
@@ -77,15 +74,18 @@ def test_a_runs_packets_are_the_messages_segments_in_order() -> None:
     assert all(t.header.common.dst_conn == 9 and t.header.common.src_conn == 7 for t in txs)
 
 
-def test_expand_runs_keeps_order_and_plain_packets() -> None:
-    run = _run(psn=5, offset=0, seg=100, total=250, count=3)
+def test_expand_runs_keeps_order_and_plain_packets(evs: list[Ev]) -> None:
+    run = _run(evs, psn=5, offset=0, seg=100, total=250, count=3)
     probe = run.transmit(0)
     items: list[Transmit | DataRun] = [probe, run, probe]
     assert expand_runs(items) == [probe, *run.transmits(), probe]
 
 
-def test_a_burst_of_new_data_is_one_run_asking_for_a_sack_at_its_end() -> None:
-    client = _established(Config(mss=1000, ev_count=8, max_burst=16, nic_rate_bps=1e12))
+def test_a_burst_of_new_data_is_one_run_asking_for_a_sack_at_its_end(
+    make_established: MakeEstablished,
+) -> None:
+    cfg = Config(mss=1000, ev_count=8, max_burst=16, nic_rate_bps=1e12)
+    client = make_established(cfg=cfg).client
     sent = client.counters.packets_sent
     client.send_message(bytes(20_000), 1.0)
     burst = client.burst_to_send(1.0)
@@ -115,11 +115,12 @@ def test_add_run_writes_what_wire_encode_writes(
     first: int,
     count: int,
     last: int,
+    evs: list[Ev],
 ) -> None:
     n_segs = max(1, -(-total // seg))
     first = min(first, n_segs - 1)
     count = min(count, n_segs - first)
-    run = _run(psn, first * seg, seg, total, count, last)
+    run = _run(evs, psn, first * seg, seg, total, count, last)
     enc = make(16, 2048)
     enc.add_run(run, _path_of)
     txs = run.transmits()
@@ -134,7 +135,7 @@ def test_add_run_writes_what_wire_encode_writes(
 
 @pytest.mark.skipif(batchio.CBurstEncoder not in ENCODERS, reason="needs the C codec")
 def test_c_add_run_keeps_encoding_right_as_its_ev_table_starts_over(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, evs: list[Ev]
 ) -> None:
     """The C encoder's EV -> template table starts over when full, between runs; every
     run still encodes as wire.encode does, and the table never outgrows its limit."""
@@ -142,7 +143,7 @@ def test_c_add_run_keeps_encoding_right_as_its_ev_table_starts_over(
     enc = batchio.CBurstEncoder(16, 2048)
     tables = []  # kept, so no table's id is reused
     for psn in range(6):
-        run = _run(psn, 0, 100, 800, 8)  # 8 packets on 8 EVs, in turn
+        run = _run(evs, psn, 0, 100, 800, 8)  # 8 packets on 8 EVs, in turn
         if psn % 2:
             run.evs.reverse()
         enc.clear()
@@ -158,10 +159,8 @@ def test_c_add_run_keeps_encoding_right_as_its_ev_table_starts_over(
 
 
 @pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
-def test_add_run_fills_the_burst_then_raises_as_add_does(
-    make: MakeEncoder,
-) -> None:
-    run = _run(psn=1, offset=0, seg=100, total=1000, count=6)
+def test_add_run_fills_the_burst_then_raises_as_add_does(make: MakeEncoder, evs: list[Ev]) -> None:
+    run = _run(evs, psn=1, offset=0, seg=100, total=1000, count=6)
     path_of = [_path_of(ev) for ev in run.evs]
     enc = make(4, 1024)
     enc.add(path_of[0], run.header(0), run.payload(0))
@@ -176,7 +175,7 @@ def test_add_run_fills_the_burst_then_raises_as_add_does(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
 @pytest.mark.parametrize("make", ENCODERS, ids=lambda c: c.__name__)
-def test_a_run_sent_arrives_whole_and_checksummed(make: MakeEncoder) -> None:
+def test_a_run_sent_arrives_whole_and_checksummed(make: MakeEncoder, evs: list[Ev]) -> None:
     """Through a raw socket to a UDP socket, which checks each packet's checksum; a
     control packet first, and the burst reused after ``clear``."""
     rx = open_rx(0, "::1")
@@ -192,17 +191,17 @@ def test_a_run_sent_arrives_whole_and_checksummed(make: MakeEncoder) -> None:
                 made[ev.value] = PathHeader(src=loop, dst=loop, ev=ev.value, dport=port)
             return made[ev.value]
 
-        run = _run(psn=40, offset=0, seg=300, total=2000, count=7)
+        run = _run(evs, psn=40, offset=0, seg=300, total=2000, count=7)
         probe = ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 7, 9), 1, 2, 3)
         enc = make(16, 1500)
         for _ in range(2):  # the second time over a cleared buffer
             enc.clear()
-            enc.add(to_rx(EVS[0]), probe)
+            enc.add(to_rx(evs[0]), probe)
             enc.add_run(run, to_rx)
             assert enc.nbytes == sum(len(enc.packet(i)) for i in range(len(enc)))
             assert enc.send(raw, 3) == 5
             assert enc.send(raw) == 8
-        want = [wire.encode(to_rx(EVS[0]), probe)[48:]] + [
+        want = [wire.encode(to_rx(evs[0]), probe)[48:]] + [
             wire.encode(to_rx(ev), run.header(i), run.payload(i))[48:]
             for i, ev in enumerate(run.evs)
         ]

@@ -25,6 +25,7 @@ from mrc_transport.harness.tcpflow import (
     send,
 )
 from mrc_transport.harness.timeline import Delivery
+from tests.conftest import CliError
 
 PAT = Pattern("test")
 
@@ -154,14 +155,12 @@ def test_send_needs_exactly_one_limit() -> None:
         send("::1", 1, PAT, seconds=1, nbytes=1)
 
 
-def test_cli_send_without_receiver_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_send_without_receiver_is_one_line_error(cli_error: CliError) -> None:
     sock = listen(0, "::1")  # bound but closed below: nothing listens on this port
     port = sock.getsockname()[1]
     sock.close()
-    assert main(["send", "::1", "--port", str(port), "-n", "10"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("tcpflow send: error:")
-    assert err.count("\n") == 1
+    line = cli_error(["send", "::1", "--port", str(port), "-n", "10"], main=main)
+    assert line.startswith("tcpflow send: error:")
 
 
 def test_cli_recv_writes_records_and_summary(

@@ -12,7 +12,8 @@ import itertools
 import math
 import random
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Protocol
 
 import pytest
 import trio
@@ -144,20 +145,43 @@ class RefusalSpy:
             self._core.send_failed(tx, now)
 
 
-def endpoint(tx: socket.socket, rate: float = 1e12) -> tuple[MrcEndpoint, Connection, Clock]:
-    """An endpoint with one established connection (its SETUP_ACK fed to the core)."""
-    clock = Clock()
-    ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=clock)
-    ep.tx.sock = tx
-    conn = ep.connect(paths(2, 2)).conn
+def setup_ack(conn: Connection) -> frames.Packet:
+    """The peer's SETUP_ACK of ``conn`` as it arrives (initial PSN 7, a 64 MiB window)."""
     back = conn.evs.paths[0]
     ph = frames.PathHeader(back.dst.packed, back.src.packed)
-    ack = frames.SetupHeader(
-        Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
-    )
-    ep.core.receive(frames.Packet(ph, ack, b""), clock.now)
-    assert conn.state is ConnState.ESTABLISHED
-    return ep, conn, clock
+    common = Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER)
+    return frames.Packet(ph, frames.SetupHeader(common, 7, 64 << 20, MSS, 8, 0), b"")
+
+
+Pumped = tuple[MrcEndpoint, Connection, Clock]
+"""An endpoint that no loop serves, its one connection and its clock."""
+
+
+class MakeEndpoint(Protocol):
+    def __call__(self, rate: float = 1e12) -> Pumped: ...
+
+
+@pytest.fixture
+def make_endpoint(udp: socket.socket) -> MakeEndpoint:
+    """``make_endpoint(rate=1e12)``: an endpoint sending on ``udp`` whose one connection
+    is established (its SETUP_ACK fed to the core); the test pumps it by hand."""
+
+    def make(rate: float = 1e12) -> Pumped:
+        clock = Clock()
+        ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=clock)
+        ep.tx.sock = udp
+        conn = ep.connect(paths(2, 2)).conn
+        ep.core.receive(setup_ack(conn), clock.now)
+        assert conn.state is ConnState.ESTABLISHED
+        return ep, conn, clock
+
+    return make
+
+
+@pytest.fixture
+def endpoint(make_endpoint: MakeEndpoint) -> Pumped:
+    """``make_endpoint()``: endpoint, connection and clock, at a rate never in the way."""
+    return make_endpoint()
 
 
 def data_psns(sent: Sequence[bytes]) -> list[int]:
@@ -203,9 +227,9 @@ def test_backoff_is_a_few_packet_times_within_bounds() -> None:
 
 # -- one pump at a time ---------------------------------------------------------------------
 def test_a_pump_sends_at_most_a_burst_of_data_packets_stamped_with_its_clock(
-    fake: FakeWire, udp: socket.socket
+    fake: FakeWire, endpoint: Pumped
 ) -> None:
-    ep, conn, clock = endpoint(udp)
+    ep, conn, clock = endpoint
     ep.handles[conn.conn].send(bytes((3 * IO_MAX_BURST + 2) * MSS))
     bursts = []
     more = True
@@ -226,8 +250,10 @@ def sent_bytes_by(times: list[tuple[float, int]], t: float) -> int:
 
 
 @pytest.mark.parametrize("rate", [1e8, 2e8])
-def test_bursts_are_paced_at_the_nic_rate(fake: FakeWire, udp: socket.socket, rate: float) -> None:
-    ep, conn, clock = endpoint(udp, rate)
+def test_bursts_are_paced_at_the_nic_rate(
+    fake: FakeWire, make_endpoint: MakeEndpoint, rate: float
+) -> None:
+    ep, conn, clock = make_endpoint(rate)
     ep.handles[conn.conn].send(bytes(2000 * MSS))
     t0, step, span = clock.now, 20e-6, 40e-3
     log: list[tuple[float, int]] = []
@@ -246,8 +272,8 @@ def test_bursts_are_paced_at_the_nic_rate(fake: FakeWire, udp: socket.socket, ra
     assert total >= rate / 8 * span - burst
 
 
-def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) -> None:
-    ep, conn, clock = endpoint(udp)
+def test_enobufs_is_backpressure_not_loss(fake: FakeWire, endpoint: Pumped) -> None:
+    ep, conn, clock = endpoint
     refused = RefusalSpy(ep, forward=False).refused
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
@@ -286,12 +312,12 @@ def test_enobufs_is_backpressure_not_loss(fake: FakeWire, udp: socket.socket) ->
 
 
 def test_a_burst_larger_than_the_encoder_goes_out_in_chunks_in_order(
-    fake: FakeWire, udp: socket.socket, monkeypatch: pytest.MonkeyPatch
+    fake: FakeWire, endpoint: Pumped, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Bursts are encoded TX_BURST packets at a time; ENOBUFS in a later chunk still
     holds the rest of that port's packets behind its backlog, in order."""
     monkeypatch.setattr(transmit, "TX_BURST", 5)
-    ep, conn, clock = endpoint(udp)
+    ep, conn, clock = endpoint
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
     ep.handles[conn.conn].send(bytes(16 * MSS))
@@ -308,10 +334,10 @@ def test_a_burst_larger_than_the_encoder_goes_out_in_chunks_in_order(
     assert in_order_per_port(fake.sent)
 
 
-def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: socket.socket) -> None:
+def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, endpoint: Pumped) -> None:
     """One port's queue is full (shared with other traffic): its packets wait in its own
     backlog, in order, and new bursts go to the other plane until it drains."""
-    ep, conn, clock = endpoint(udp)
+    ep, conn, clock = endpoint
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
     busy = conn.evs.paths[0]
@@ -339,9 +365,9 @@ def test_a_full_port_waits_while_the_other_ports_go_on(fake: FakeWire, udp: sock
 
 
 def test_enetunreach_is_told_to_the_core_which_resends_on_another_plane(
-    fake: FakeWire, udp: socket.socket
+    fake: FakeWire, endpoint: Pumped
 ) -> None:
-    ep, conn, clock = endpoint(udp)
+    ep, conn, clock = endpoint
     refused = RefusalSpy(ep, forward=True).refused
     dead = conn.evs.paths[-1].src.packed
     plane = conn.evs.paths[-1].plane
@@ -396,11 +422,11 @@ def _data_datagram(conn: Connection, psn: int, k: int, n: int) -> Datagram:
 
 
 def test_a_long_receive_burst_sends_its_sacks_as_it_goes(
-    fake: FakeWire, udp: socket.socket
+    fake: FakeWire, udp: socket.socket, endpoint: Pumped
 ) -> None:
     """SACKs owed in the middle of a receive burst go out every RX_FLUSH packets, not
     after the whole burst: 256 packets of Python outlasted the peer's RTO (ours)."""
-    ep, conn, _ = endpoint(udp)
+    ep, conn, _ = endpoint
     n, peer_psn = 3 * tuning.RX_FLUSH, 7  # the SETUP_ACK's initial PSN
     burst = [(0.0, _data_datagram(conn, peer_psn + k, k, n + 1)) for k in range(n)]
     ep.rx.burst = fake_rx = FakeRx()
@@ -430,21 +456,23 @@ def loop_sockets(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[socket.socke
     tx.close()
 
 
-async def established(ep: MrcEndpoint) -> ep_mod.ConnHandle:
-    """A connection of ``ep``'s, its SETUP_ACK fed to the core, once established."""
-    handle = ep.connect(paths(2, 2))
-    conn = handle.conn
-    back = conn.evs.paths[0]
-    ack = frames.SetupHeader(
-        Common(Opcode.SETUP_ACK, Flags.NONE, conn.conn, PEER), 7, 64 << 20, MSS, 8, 0
-    )
-    ep.core.receive(
-        frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""),
-        trio.current_time(),
-    )
-    ep.kick()
-    await handle.wait_established()
-    return handle
+Establish = Callable[[MrcEndpoint], Awaitable[ep_mod.ConnHandle]]
+"""The ``establish`` fixture: ``await establish(ep)``."""
+
+
+@pytest.fixture
+def establish() -> Establish:
+    """``await establish(ep)``: a connection of ``ep``'s, whose loop is serving, once
+    established (its SETUP_ACK fed to the core)."""
+
+    async def connect(ep: MrcEndpoint) -> ep_mod.ConnHandle:
+        handle = ep.connect(paths(2, 2))
+        ep.core.receive(setup_ack(handle.conn), trio.current_time())
+        ep.kick()
+        await handle.wait_established()
+        return handle
+
+    return connect
 
 
 # -- the whole loop, in virtual time ----------------------------------------------------------
@@ -452,6 +480,7 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     fake: FakeWire,
     loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
+    establish: Establish,
 ) -> None:
     rate = 1e8
     ep = MrcEndpoint(config(rate), rng=random.Random(1), clock=trio.current_time)
@@ -465,7 +494,7 @@ async def test_the_loop_paces_bursts_and_rides_out_enobufs(
     ep.tx.transmit = spy  # type: ignore[method-assign]
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = await established(ep)
+        handle = await establish(ep)
         conn = handle.conn
         t0 = trio.current_time()
         n = 200
@@ -523,6 +552,7 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     fake: FakeWire,
     loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
+    establish: Establish,
 ) -> None:
     fake_rx = FakeRx(trio.current_time)
     cfg = Config(mss=MSS, ev_count=8, ev_backup=0, cc="fixed", nic_rate_bps=1e12)
@@ -530,7 +560,7 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
     ep.rx.burst = fake_rx
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = await established(ep)
+        handle = await establish(ep)
         conn = handle.conn
         back = conn.evs.paths[0]
         fake_rx.waiting = [(0.0, datagram(b"\x01")), (0.0, datagram(bytes(40)))]
@@ -560,9 +590,9 @@ async def test_the_loop_reads_a_waiting_sack_before_the_rto_and_survives_bad_dat
 
 
 def test_a_refused_send_from_the_backlog_is_told_to_the_core(
-    fake: FakeWire, udp: socket.socket
+    fake: FakeWire, endpoint: Pumped
 ) -> None:
-    ep, conn, clock = endpoint(udp)
+    ep, conn, clock = endpoint
     ep.pump(clock.now)  # the SETUP
     fake.sent.clear()
     refused = RefusalSpy(ep, forward=False).refused
@@ -657,6 +687,7 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     burst: int,
     idle: float,
     moderated: bool,
+    establish: Establish,
 ) -> None:
     """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS datagrams
     at RX_COALESCE_RATE or more the loop reads again RX_COALESCE later and takes what came
@@ -667,7 +698,7 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     ep.rx.burst = timed
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
-        handle = await established(ep)
+        handle = await establish(ep)
         conn = handle.conn
         await trio.sleep(idle)  # the loop waits meanwhile
         n = burst + 1

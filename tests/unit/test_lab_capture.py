@@ -18,7 +18,7 @@ from labs.state import STATE_DIR_ENV, new_state, save_state
 from labs.topology import preset
 from mrc_transport.cli.main import main
 from mrc_transport.wireshark import LUA_NAME, lua_path, personal_plugin_dir
-from tests.unit.helpers import exit_2_line
+from tests.conftest import CliError
 
 LAB = "unitcap"
 TINY = preset("tiny")
@@ -103,10 +103,10 @@ def test_command_lines() -> None:
     ],
 )
 def test_bad_targets_and_flags_are_one_line_exit_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    cli_error: CliError, argv: list[str], message: str
 ) -> None:
     name = [] if "--name" in argv else ["--name", LAB]
-    assert message in exit_2_line(capsys, ["lab", "capture", *name, *argv])
+    cli_error(["lab", "capture", *name, *argv], message)
 
 
 @pytest.fixture
@@ -147,23 +147,22 @@ def test_to_stdout_when_it_is_a_pipe_or_asked(recorded: list[list[str]]) -> None
 def test_on_a_terminal_decoded_lines_or_a_refusal(
     recorded: list[list[str]],
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cli_error: CliError,
 ) -> None:
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert capture_cli("h0", "--duration", "3") == 0
     (argv,) = recorded
     assert argv[:4] == ["tshark", "-l", "-X", f"lua_script:{lua_path()}"]
-    capsys.readouterr()
     argv = ["lab", "capture", "--name", LAB, "h0", "-w", "-"]
-    assert "stdout is a terminal" in exit_2_line(capsys, argv)
+    cli_error(argv, "stdout is a terminal")
 
 
 def test_an_unwritable_file_is_refused_before_capturing(
-    recorded: list[list[str]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    recorded: list[list[str]], cli_error: CliError, tmp_path: Path
 ) -> None:
     for bad in (tmp_path / "no" / "such.pcapng", tmp_path):
         argv = ["lab", "capture", "--name", LAB, "h0", "-w", str(bad)]
-        assert "cannot write" in exit_2_line(capsys, argv)
+        cli_error(argv, "cannot write")
     assert recorded == []
 
 
@@ -191,10 +190,10 @@ def test_wireshark_install(
     assert (tmp_path / "elsewhere" / LUA_NAME).read_bytes() == lua_path().read_bytes()
 
 
-def test_wireshark_bad_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "give --path or --install" in exit_2_line(capsys, ["wireshark"])
-    assert "--dir goes with --install" in exit_2_line(capsys, ["wireshark", "--dir", "x"])
+def test_wireshark_bad_use(tmp_path: Path, cli_error: CliError) -> None:
+    cli_error(["wireshark"], "give --path or --install")
+    cli_error(["wireshark", "--dir", "x"], "--dir goes with --install")
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     argv = ["wireshark", "--install", "--dir", str(blocker / "plugins")]
-    assert "cannot install into" in exit_2_line(capsys, argv)
+    cli_error(argv, "cannot install into")

@@ -15,7 +15,7 @@ import pytest
 from labs.state import STATE_DIR_ENV, new_state, save_state
 from labs.topology import preset
 from mrc_transport.cli.main import main
-from tests.unit.helpers import exit_2_line
+from tests.conftest import CliError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LAB = "unitlab"
@@ -81,22 +81,19 @@ def test_graph_groups_hosts_by_rack() -> None:
 
 
 @pytest.mark.parametrize("name", ["fabric.jpg", "fabric", "fabric.png.txt"])
-def test_graph_bad_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+def test_graph_bad_extension(tmp_path: Path, cli_error: CliError, name: str) -> None:
     _saved_lab()
-    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / name), "--name", LAB])
-    assert ".png or .svg" in msg
+    cli_error(["lab", "graph", str(tmp_path / name), "--name", LAB], ".png or .svg")
     assert not (tmp_path / name).exists()
 
 
-def test_graph_into_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_graph_into_a_missing_directory(tmp_path: Path, cli_error: CliError) -> None:
     _saved_lab()
-    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / "no" / "f.svg"), "--name", LAB])
-    assert "no/f.svg" in msg
+    cli_error(["lab", "graph", str(tmp_path / "no" / "f.svg"), "--name", LAB], "no/f.svg")
 
 
-def test_graph_of_an_unknown_lab(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    msg = exit_2_line(capsys, ["lab", "graph", str(tmp_path / "f.svg"), "--name", "nosuch"])
-    assert "no lab 'nosuch'" in msg
+def test_graph_of_an_unknown_lab(tmp_path: Path, cli_error: CliError) -> None:
+    cli_error(["lab", "graph", str(tmp_path / "f.svg"), "--name", "nosuch"], "no lab 'nosuch'")
 
 
 # -- topology files -------------------------------------------------------------------------
@@ -125,38 +122,31 @@ BAD_TOPOLOGIES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_TOPOLOGIES))
-def test_up_refuses_a_bad_topology_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
-) -> None:
+def test_up_refuses_a_bad_topology_file(tmp_path: Path, cli_error: CliError, case: str) -> None:
     text, expected = BAD_TOPOLOGIES[case]
     path = tmp_path / "topo.yaml"
     path.write_text(text)
-    msg = exit_2_line(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
-    assert expected in msg
-    assert msg.startswith("mrc lab: error: ")
+    line = cli_error(["lab", "up", "--name", LAB, "--topology", str(path)], expected)
+    assert line.startswith("mrc lab: error: ")
 
 
-def test_up_with_a_missing_topology_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_up_with_a_missing_topology_file(tmp_path: Path, cli_error: CliError) -> None:
     path = tmp_path / "absent.yaml"
-    msg = exit_2_line(capsys, ["lab", "up", "--name", LAB, "--topology", str(path)])
-    assert "No such file" in msg
+    cli_error(["lab", "up", "--name", LAB, "--topology", str(path)], "No such file")
 
 
 @pytest.mark.parametrize("name", ["Upper", "a-b", "1lab", "x" * 13, "../etc", ""])
 @pytest.mark.parametrize("action", ["up", "down", "status", "check", "events"])
-def test_bad_lab_name(capsys: pytest.CaptureFixture[str], action: str, name: str) -> None:
-    msg = exit_2_line(capsys, ["lab", action, "--name", name])
-    assert "lab name" in msg
+def test_bad_lab_name(cli_error: CliError, action: str, name: str) -> None:
+    cli_error(["lab", action, "--name", name], "lab name")
 
 
-def test_unknown_lab(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "no lab 'nosuch'" in exit_2_line(capsys, ["lab", "status", "--name", "nosuch"])
+def test_unknown_lab(cli_error: CliError) -> None:
+    cli_error(["lab", "status", "--name", "nosuch"], "no lab 'nosuch'")
 
 
-def test_missing_action(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "missing ACTION" in exit_2_line(capsys, ["lab"])
+def test_missing_action(cli_error: CliError) -> None:
+    cli_error(["lab"], "missing ACTION")
 
 
 @pytest.mark.parametrize(
@@ -169,8 +159,8 @@ def test_missing_action(capsys: pytest.CaptureFixture[str]) -> None:
         ["lab", "degrade", "h0:t0-p0-0"],
     ],
 )
-def test_bad_flags(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    exit_2_line(capsys, argv)
+def test_bad_flags(cli_error: CliError, argv: list[str]) -> None:
+    cli_error(argv)
 
 
 @pytest.mark.parametrize(
@@ -184,16 +174,14 @@ def test_bad_flags(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     ],
 )
 def test_bad_fault_words_are_refused_before_any_lab(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    cli_error: CliError, argv: list[str], message: str
 ) -> None:
     """The registry's parser reads the words first: no lab, no root needed to refuse them."""
-    assert message in exit_2_line(capsys, ["lab", *argv, "--name", "nosuch"])
+    cli_error(["lab", *argv, "--name", "nosuch"], message)
 
 
 @pytest.mark.parametrize("text", ["{not json", "{}", '{"lab": "unitlab"}', "[]"])
-def test_corrupt_state_file(
-    private_state: Path, capsys: pytest.CaptureFixture[str], text: str
-) -> None:
+def test_corrupt_state_file(private_state: Path, cli_error: CliError, text: str) -> None:
     private_state.mkdir(parents=True)
     (private_state / f"{LAB}.json").write_text(text)
-    assert "unreadable state file" in exit_2_line(capsys, ["lab", "status", "--name", LAB])
+    cli_error(["lab", "status", "--name", LAB], "unreadable state file")

@@ -13,8 +13,8 @@ from labs import plan as P
 from labs.errors import TopologyError
 from labs.topology import TRIM_AT, Topology, from_dict, load_yaml, preset
 from labs.trim import STUB_L4, port_key, port_value
-from mrc_transport.cli.main import main
 from mrc_transport.wire.frames import DSCP_CONTROL, DSCP_DATA, DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP
+from tests.conftest import CliError
 
 
 def _bpf(topo: Topology) -> Topology:
@@ -64,7 +64,7 @@ def test_red_probability_defaults_to_one_and_trim_off_turns_a_preset_off() -> No
     ],
 )
 def test_a_trim_that_does_not_fit_the_port_is_one_line_and_exit_2(
-    tmp_path: Path, trim: object, needle: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, trim: object, needle: str, cli_error: CliError
 ) -> None:
     with pytest.raises(TopologyError, match=r"links\.host_t0") as err:
         from_dict({"links": {"host_t0": {"trim": trim}}})
@@ -72,10 +72,7 @@ def test_a_trim_that_does_not_fit_the_port_is_one_line_and_exit_2(
     assert "\n" not in str(err.value)
     f = tmp_path / "t.yaml"
     f.write_text(f"links:\n  host_t0: {{trim: {trim if isinstance(trim, str) else dict(trim)}}}\n")
-    assert main(["lab", "up", "--name", "x", "--topology", str(f)]) == 2
-    out = capsys.readouterr().err.strip()
-    assert needle in out
-    assert len(out.splitlines()) == 1
+    cli_error(["lab", "up", "--name", "x", "--topology", str(f)], needle)
 
 
 @pytest.mark.parametrize(

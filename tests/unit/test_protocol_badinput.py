@@ -11,16 +11,19 @@ from mrc_transport.protocol import Connection
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from tests.sim.fabric import Fabric, Host
-from tests.unit.helpers import pair, payload
+from tests.unit.conftest import Established
+from tests.unit.helpers import payload
 
 
-def established() -> tuple[Fabric, Host, Host, Connection, Connection]:
-    fabric, a, b = pair()
-    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    client.send_message(payload(5000), 0.0)
-    fabric.run(0.05, lambda: len(b.messages) == 1)
-    [server] = b.endpoint.connections.values()
-    return fabric, a, b, client, server
+@pytest.fixture
+def delivered(established: Established) -> Established:
+    """``established``, with one message of 5000 bytes delivered: the server has state to
+    keep from harm."""
+    fabric, client, _ = established
+    _, b = fabric.hosts
+    client.send_message(payload(5000), fabric.now)
+    assert fabric.run(0.05, lambda: len(b.messages) == 1)
+    return established
 
 
 def data(conn: Connection, **kw: int) -> frames.Packet:
@@ -66,8 +69,9 @@ def still_works(fabric: Fabric, b: Host, client: Connection) -> None:
     assert list(b.messages.values())[-1] == msg
 
 
-def test_unknown_connection() -> None:
-    fabric, _a, b, client, server = established()
+def test_unknown_connection(delivered: Established) -> None:
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     p = data(server)
     bogus = dataclasses.replace(
         p,
@@ -109,9 +113,13 @@ CASES: list[tuple[str, Callable[[Connection, Connection], frames.Packet], str]] 
 
 @pytest.mark.parametrize(("name", "make", "counter"), CASES, ids=[c[0] for c in CASES])
 def test_bad_packet_is_counted_and_dropped(
-    name: str, make: Callable[[Connection, Connection], frames.Packet], counter: str
+    name: str,
+    make: Callable[[Connection, Connection], frames.Packet],
+    counter: str,
+    delivered: Established,
 ) -> None:
-    fabric, _a, b, client, server = established()
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     cum, msn = server.receiver.cum, server.receiver.next_msn
     una, nxt = server.sender.snd_una, server.sender.snd_nxt
@@ -124,8 +132,9 @@ def test_bad_packet_is_counted_and_dropped(
     still_works(fabric, b, client)
 
 
-def test_inconsistent_message_length() -> None:
-    fabric, _a, b, _client, server = established()
+def test_inconsistent_message_length(delivered: Established) -> None:
+    fabric, _, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     msn = server.receiver.next_msn + 5
     first = segment(server, 1, msn, 0, 3000)
@@ -135,8 +144,9 @@ def test_inconsistent_message_length() -> None:
     assert server.counters.inconsistent_header == 1
 
 
-def test_wrong_header_for_opcode_and_unknown_probe_reply() -> None:
-    fabric, _a, b, client, server = established()
+def test_wrong_header_for_opcode_and_unknown_probe_reply(delivered: Established) -> None:
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     p = sack(server)
     wrong = dataclasses.replace(
         p,
@@ -153,8 +163,9 @@ def test_wrong_header_for_opcode_and_unknown_probe_reply() -> None:
     still_works(fabric, b, client)
 
 
-def test_close_before_all_data_is_refused() -> None:
-    fabric, _a, b, client, server = established()
+def test_close_before_all_data_is_refused(delivered: Established) -> None:
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     common = Common(Opcode.CLOSE, Flags.NONE, server.conn, server.peer_conn)
     final = (server.receiver.cum + 3) & 0xFFFF_FFFF
@@ -165,8 +176,9 @@ def test_close_before_all_data_is_refused() -> None:
     still_works(fabric, b, client)
 
 
-def test_nack_for_unknown_psn_and_trimmed_nack() -> None:
-    fabric, a, _b, client, _server = established()
+def test_nack_for_unknown_psn_and_trimmed_nack(delivered: Established) -> None:
+    fabric, client, _ = delivered
+    a, _ = fabric.hosts
     path = sack(client).path
     common = Common(Opcode.NACK, Flags.NONE, client.conn, client.peer_conn)
     bad = frames.NackHeader(
@@ -221,10 +233,11 @@ def segment(
     return dataclasses.replace(p, payload=bytes([fill]) * size)
 
 
-def test_segment_placed_twice_under_new_psn_leaves_no_hole() -> None:
+def test_segment_placed_twice_under_new_psn_leaves_no_hole(delivered: Established) -> None:
     """A forged or buggy packet with a fresh PSN but an offset already placed must not
     count towards completion: a message is complete only when every segment arrived."""
-    fabric, _a, b, _client, server = established()
+    fabric, _, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     seg, msn = server.receiver.seg_size, server.receiver.next_msn
     n_msgs = len(b.messages)
@@ -258,9 +271,10 @@ OVERLAPS: list[tuple[str, int, int, int | None]] = [
 
 @pytest.mark.parametrize(("name", "offset", "length", "n"), OVERLAPS, ids=[o[0] for o in OVERLAPS])
 def test_segment_breaking_the_grid_is_dropped(
-    name: str, offset: int, length: int, n: int | None
+    name: str, offset: int, length: int, n: int | None, delivered: Established
 ) -> None:
-    fabric, _a, b, client, server = established()
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     assert server.receiver.seg_size == 1200
     cum, before = (
@@ -275,9 +289,10 @@ def test_segment_breaking_the_grid_is_dropped(
     still_works(fabric, b, client)
 
 
-def test_overlapping_segments_never_complete_a_message() -> None:
+def test_overlapping_segments_never_complete_a_message(delivered: Established) -> None:
     """Two half-overlapping writes covering msg_len in bytes but not on the grid."""
-    fabric, _a, b, _client, server = established()
+    fabric, _, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     msn, n_msgs = server.receiver.next_msn, len(b.messages)
     b.endpoint.receive(segment(server, 0, msn, 0, 2400, 1200), fabric.now)
@@ -288,10 +303,11 @@ def test_overlapping_segments_never_complete_a_message() -> None:
     assert server.counters.bad_segment == 2
 
 
-def test_a_packet_for_another_connection_id_is_counted_not_taken() -> None:
+def test_a_packet_for_another_connection_id_is_counted_not_taken(delivered: Established) -> None:
     """Given straight to a connection (the endpoint demultiplexes by id first), a data
     packet naming another connection goes nowhere but its counters."""
-    fabric, _a, b, client, server = established()
+    fabric, client, server = delivered
+    _, b = fabric.hosts
     assert server.receiver is not None
     cum, wrong = server.receiver.cum, server.counters.wrong_state
     arrived = server.counters.packets_received

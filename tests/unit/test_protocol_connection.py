@@ -12,16 +12,17 @@ from mrc_transport.protocol import Config, Connection, ConnState, Transmit, even
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Fabric, Host
+from tests.unit.conftest import MakeEstablished, MakePair, Pair
 from tests.unit.helpers import PAIR_CFG as CFG
-from tests.unit.helpers import pair, payload
+from tests.unit.helpers import payload
 
 
 def kinds(host: Host) -> list[type[events.Event]]:
     return [type(e) for e in host.events]
 
 
-def test_setup_both_sides_established() -> None:
-    fabric, a, b = pair()
+def test_setup_both_sides_established(pair: Pair) -> None:
+    fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     assert conn.state is ConnState.SETUP_SENT
     fabric.run(1e-3)
@@ -37,8 +38,8 @@ def test_setup_both_sides_established() -> None:
 
 
 @pytest.mark.parametrize("lost", [Opcode.SETUP, Opcode.SETUP_ACK])
-def test_setup_retransmitted_with_backoff(lost: Opcode) -> None:
-    fabric, a, b = pair()
+def test_setup_retransmitted_with_backoff(lost: Opcode, pair: Pair) -> None:
+    fabric, a, b = pair
     dropped: list[float] = []
 
     def tamper(host: Host, p: frames.Packet) -> list[frames.Packet]:
@@ -56,8 +57,8 @@ def test_setup_retransmitted_with_backoff(lost: Opcode) -> None:
     assert fabric.now >= CFG.setup_timeout * 3  # backoff: 10 ms, then 20 ms
 
 
-def test_setup_gives_up() -> None:
-    fabric, a, b = pair()
+def test_setup_gives_up(pair: Pair) -> None:
+    fabric, a, b = pair
     fabric.tamper = lambda host, p: []
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     fabric.run(10.0)
@@ -84,8 +85,8 @@ def transfer(fabric: Fabric, a: Host, b: Host, sizes: list[int], until: float = 
     assert acked == set(msns)
 
 
-def test_messages_of_several_sizes() -> None:
-    fabric, a, b = pair()
+def test_messages_of_several_sizes(pair: Pair) -> None:
+    fabric, a, b = pair
     transfer(fabric, a, b, SIZES)
     [conn] = a.endpoint.connections.values()
     # no link dropped anything: at most a rare spurious retransmission from reordering
@@ -94,11 +95,12 @@ def test_messages_of_several_sizes() -> None:
     assert conn.sender.fc_bytes == 0
 
 
-def test_payload_is_a_slice_of_the_application_buffer() -> None:
-    fabric, a, b = pair()
+def test_payload_is_a_slice_of_the_application_buffer(
+    make_established: MakeEstablished,
+) -> None:
+    fabric, conn, _ = make_established(cfg=CFG)
+    _, b = fabric.hosts
     fabric.sent_log = []
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
     big = bytearray(payload(50_000))
     conn.send_message(big, fabric.now)
     fabric.run(0.1, lambda: len(b.messages) == 1)
@@ -107,16 +109,16 @@ def test_payload_is_a_slice_of_the_application_buffer() -> None:
     assert all(isinstance(tx.payload, memoryview) and tx.payload.obj is big for tx in data)
 
 
-def test_out_of_order_arrival() -> None:
-    fabric, a, b = pair(seed=3, jitter=200e-6)
+def test_out_of_order_arrival(make_pair: MakePair) -> None:
+    fabric, a, b = make_pair(seed=3, jitter=200e-6)
     transfer(fabric, a, b, [200_000, 5, 70_000])
     [server] = b.endpoint.connections.values()
     assert server.receiver is not None
     assert server.counters.sacks_sent > 0
 
 
-def test_loss_and_selective_retransmission_on_another_ev() -> None:
-    fabric, a, b = pair(seed=4)
+def test_loss_and_selective_retransmission_on_another_ev(make_pair: MakePair) -> None:
+    fabric, a, b = make_pair(seed=4)
     fabric.sent_log = []
     rng = random.Random(9)
 
@@ -144,8 +146,8 @@ def test_loss_and_selective_retransmission_on_another_ev() -> None:
     assert any(isinstance(e, events.Retransmit) for e in a.events)
 
 
-def test_clean_close_after_all_data() -> None:
-    fabric, a, b = pair()
+def test_clean_close_after_all_data(pair: Pair) -> None:
+    fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     msg = payload(300_000)
     conn.send_message(msg, 0.0)
@@ -161,9 +163,9 @@ def test_clean_close_after_all_data() -> None:
         conn.send_message(b"late", fabric.now)
 
 
-def test_slow_receiver_is_never_overrun() -> None:
+def test_slow_receiver_is_never_overrun(make_pair: MakePair) -> None:
     cfg = dataclasses.replace(CFG, rcvbuf=200_000)
-    fabric, a, b = pair(cfg=cfg)
+    fabric, a, b = make_pair(cfg=cfg)
     b.read = False
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     msgs = [payload(50_000, i) for i in range(20)]
@@ -184,10 +186,10 @@ def test_slow_receiver_is_never_overrun() -> None:
     assert conn.counters.probes_sent > 0
 
 
-def test_peer_vanishing_ends_in_rto_failure_with_backoff() -> None:
-    fabric, a, b = pair()
+def test_peer_vanishing_ends_in_rto_failure_with_backoff(pair: Pair) -> None:
+    fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
+    fabric.run(1e-3)  # a whole millisecond: the RTOs' gaps below compare exactly
     for link in fabric.links.values():
         link.dead = True
     conn.send_message(payload(20_000), fabric.now)
@@ -201,8 +203,8 @@ def test_peer_vanishing_ends_in_rto_failure_with_backoff() -> None:
     assert [e.reason for e in closed] == ["rto failed"]
 
 
-def test_counters_for_a_live_view() -> None:
-    fabric, a, b = pair()
+def test_counters_for_a_live_view(pair: Pair) -> None:
+    fabric, a, b = pair
     transfer(fabric, a, b, [500_000])
     [conn] = a.endpoint.connections.values()
     planes = conn.plane_counters()
@@ -214,13 +216,12 @@ def test_counters_for_a_live_view() -> None:
     assert b.endpoint.counters.connections == 1
 
 
-def first_data(n: int, cfg: Config = CFG) -> tuple[Connection, Connection, float, list[Transmit]]:
+def first_data(
+    make_established: MakeEstablished, n: int, cfg: Config = CFG
+) -> tuple[Connection, Connection, float, list[Transmit]]:
     """A fresh connection's client, server, the time, and the Transmits of its first n
     data packets (not delivered)."""
-    fabric, a, b = pair(cfg=cfg)
-    client = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    [server] = b.endpoint.connections.values()
+    fabric, client, server = make_established(cfg=cfg)
     now = fabric.now
     client.send_message(payload(n * cfg.mss), now)
     data = [tx for tx in client.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
@@ -228,9 +229,11 @@ def first_data(n: int, cfg: Config = CFG) -> tuple[Connection, Connection, float
     return client, server, now, data
 
 
-def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
+def sacks_over_a_gap(
+    make_established: MakeEstablished,
+) -> tuple[Connection, frames.PathHeader, float, list[frames.SackHeader]]:
     """Five data packets of a fresh connection reach the server in the order 1 2 3 4 0."""
-    client, server, now, data = first_data(5)
+    client, server, now, data = first_data(make_established, 5)
     path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[0].ev)
     sacks = []
     for i in (1, 2, 3, 4, 0):
@@ -244,13 +247,15 @@ def sacks_over_a_gap() -> tuple[Connection, frames.PathHeader, float, list[frame
     return client, path, now, sacks
 
 
-def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
+def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say(
+    make_established: MakeEstablished,
+) -> None:
     """ooo_count: packets accepted above cum_psn since it last advanced; rwnd_penalty: 0.
     The sender ignores both (docs/protocol.md, Behaviour: PSNs, SACKs and loss recovery)."""
-    client, path, now, sacks = sacks_over_a_gap()
+    client, path, now, sacks = sacks_over_a_gap(make_established)
     assert [s.ooo_count for s in sacks] == [1, 2, 3, 4, 0]  # 0: cum_psn passed all five
     assert all(s.rwnd_penalty == 0 for s in sacks)
-    again, _, _, again_sacks = sacks_over_a_gap()  # the same seeded run
+    again, _, _, again_sacks = sacks_over_a_gap(make_established)  # the same seeded run
     assert again_sacks == sacks
     penalised = dataclasses.replace(sacks[-1], rwnd_penalty=0xFFFF, ooo_count=0xFFFF)
     client.receive(frames.Packet(path, sacks[-1], b""), now)
@@ -265,11 +270,15 @@ def test_ooo_count_and_rwnd_penalty_mean_what_the_docs_say() -> None:
 
 
 @pytest.mark.parametrize("ce_at", [None, 3])
-def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None) -> None:
+def test_sacks_of_one_receive_burst_leave_as_one(
+    ce_at: int | None, make_established: MakeEstablished
+) -> None:
     """A receive burst of 8 packets (out of order: 1 2 .. 7 0), a SACK due after each,
     read before anything is sent: only the newest SACK leaves, plus the one echoing ECN,
     which names an EV no other SACK does."""
-    client, server, now, data = first_data(8, dataclasses.replace(CFG, sack_every_bytes=CFG.mss))
+    client, server, now, data = first_data(
+        make_established, 8, dataclasses.replace(CFG, sack_every_bytes=CFG.mss)
+    )
     for i in (1, 2, 3, 4, 5, 6, 7, 0):
         ecn = frames.Ecn.CE if i == ce_at else frames.Ecn.ECT0
         path = frames.PathHeader(b"\0" * 16, b"\0" * 16, ev=data[i].ev, ecn=ecn)
@@ -289,14 +298,14 @@ def test_sacks_of_one_receive_burst_leave_as_one(ce_at: int | None) -> None:
     assert client.counters.ecn_echoes == (ce_at is not None)
 
 
-def test_a_recycled_buffer_carries_the_next_message_of_its_size() -> None:
+def test_a_recycled_buffer_carries_the_next_message_of_its_size(
+    make_established: MakeEstablished,
+) -> None:
     """The application gives a delivered buffer back: the next message of that size is
     placed in it (no new zero-filled buffer) and delivered whole, old bytes overwritten;
     a message of another size gets a new buffer."""
-    fabric, a, b = pair()
-    conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
-    [server] = b.endpoint.connections.values()
+    fabric, conn, server = make_established(cfg=CFG)
+    _, b = fabric.hosts
     sizes = [10 * CFG.mss + 7, 10 * CFG.mss + 7, 3 * CFG.mss]
     bufs = []
     for i, n in enumerate(sizes):

@@ -7,23 +7,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrc_transport.protocol import Config
+from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.rack import Flight, SentPacket
 from mrc_transport.protocol.segments import OutMessage
-from tests.unit.helpers import pair
+from tests.unit.conftest import MakePair
 
 WINDOW = 8
 MSG = OutMessage(0, memoryview(b"x" * 64), 64)
-_fabric, _a, _b = pair(cfg=Config(ev_count=1))
-EV = next(iter(_a.endpoint.connect(_fabric.paths(_a, _b), 0.0).evs.by_value.values()))
 
 
-def packet(psn: int) -> SentPacket:
-    return SentPacket(psn, MSG, 0, 1, EV)
+@pytest.fixture(scope="module")
+def ev(make_pair: MakePair) -> Ev:
+    """The EV of a connection that has one, for the packets put in flight."""
+    fabric, a, b = make_pair(cfg=Config(ev_count=1))
+    return next(iter(a.endpoint.connect(fabric.paths(a, b), 0.0).evs.by_value.values()))
 
 
-def test_a_packet_is_found_by_its_psn_only() -> None:
+def packet(ev: Ev, psn: int) -> SentPacket:
+    return SentPacket(psn, MSG, 0, 1, ev)
+
+
+def test_a_packet_is_found_by_its_psn_only(ev: Ev) -> None:
     flight = Flight(WINDOW)
-    pkt = packet(5)
+    pkt = packet(ev, 5)
     flight.put(pkt)
     assert flight.get(5) is pkt
     assert len(flight) == 1
@@ -35,23 +41,23 @@ def test_a_packet_is_found_by_its_psn_only() -> None:
     assert len(flight) == 0
 
 
-def test_a_slot_taken_is_refused() -> None:
+def test_a_slot_taken_is_refused(ev: Ev) -> None:
     flight = Flight(WINDOW)
-    flight.put(packet(3))
+    flight.put(packet(ev, 3))
     with pytest.raises(ValueError, match="PSN 11: its slot holds PSN 3"):
-        flight.put(packet(3 + WINDOW))
+        flight.put(packet(ev, 3 + WINDOW))
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, WINDOW - 1)), max_size=300))
-def test_the_ring_holds_what_a_dict_holds(ops: list[tuple[bool, int]]) -> None:
+def test_the_ring_holds_what_a_dict_holds(ev: Ev, ops: list[tuple[bool, int]]) -> None:
     """As the sender uses it: new PSNs in order, acks anywhere in the window, the window
     never wider than ``WINDOW``; every lookup answers as a dict would."""
     flight, ref = Flight(WINDOW), dict[int, SentPacket]()
     una = nxt = 1 << 33  # expanded PSNs, far past 32 bits
     for send, k in ops:
         if send and nxt - una < WINDOW:
-            flight.put(pkt := packet(nxt))
+            flight.put(pkt := packet(ev, nxt))
             ref[nxt] = pkt
             nxt += 1
         elif una < nxt:

@@ -12,8 +12,9 @@ from mrc_transport.protocol.connection import CONN_TRANSITIONS, ConnInput
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Host
+from tests.unit.conftest import MakeEstablished, Pair
 from tests.unit.helpers import PAIR_CFG as CFG
-from tests.unit.helpers import pair, payload
+from tests.unit.helpers import payload
 
 
 def closed_events(host: Host) -> dict[int, list[str]]:
@@ -28,9 +29,9 @@ def all_closed(conns: list[Connection]) -> bool:
     return all(c.state is ConnState.CLOSED for c in conns)
 
 
-def test_many_short_connections_leave_nothing_behind() -> None:
+def test_many_short_connections_leave_nothing_behind(pair: Pair) -> None:
     """A long-running server (``mrc perf -s``) must not grow with every client."""
-    fabric, a, b = pair()
+    fabric, a, b = pair
     n, gap, peak = 60, 10e-3, 0  # three clients every 10 ms
     for i in range(n):
         t0 = fabric.now
@@ -58,9 +59,9 @@ def test_many_short_connections_leave_nothing_behind() -> None:
         assert all(r == [reason] for r in closed.values())  # exactly once each
 
 
-def test_late_close_is_answered_while_draining() -> None:
+def test_late_close_is_answered_while_draining(pair: Pair) -> None:
     """Lost CLOSE_ACKs: the server, already closed, still answers the retransmitted CLOSE."""
-    fabric, a, b = pair()
+    fabric, a, b = pair
     dropped: list[float] = []
 
     def tamper(host: Host, p: frames.Packet) -> list[frames.Packet]:
@@ -83,10 +84,10 @@ def test_late_close_is_answered_while_draining() -> None:
     assert len(closed_events(b)[server_id]) == 1
 
 
-def test_failed_connections_are_removed_once() -> None:
-    fabric, a, b = pair(cfg=dataclasses.replace(CFG, max_rto_count=4, setup_retries=4))
-    ok = a.endpoint.connect(fabric.paths(a, b), 0.0)
-    fabric.run(1e-3)
+def test_failed_connections_are_removed_once(make_established: MakeEstablished) -> None:
+    cfg = dataclasses.replace(CFG, max_rto_count=4, setup_retries=4)
+    fabric, ok, _ = make_established(cfg=cfg)
+    a, b = fabric.hosts
     for link in fabric.links.values():
         link.dead = True
     ok.send_message(payload(20_000), fabric.now)  # ends in "rto failed"
@@ -99,8 +100,8 @@ def test_failed_connections_are_removed_once() -> None:
     assert len(b.endpoint.connections) == 1
 
 
-def test_unread_events_keep_a_drained_connection_until_read() -> None:
-    fabric, a, b = pair()
+def test_unread_events_keep_a_drained_connection_until_read(pair: Pair) -> None:
+    fabric, a, b = pair
     b.read = False
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     msg = payload(5000)
@@ -123,8 +124,8 @@ def test_unread_events_keep_a_drained_connection_until_read() -> None:
     assert b.endpoint.connections == {}
 
 
-def test_drain_lasts_three_rtos_and_a_late_close_extends_it() -> None:
-    fabric, a, b = pair()
+def test_drain_lasts_three_rtos_and_a_late_close_extends_it(pair: Pair) -> None:
+    fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     conn.close(0.0)
     fabric.run(1.0, lambda: conn.state is ConnState.CLOSED)
@@ -148,12 +149,12 @@ def test_the_table_lists_what_every_state_may_meet() -> None:
 
 
 def test_an_illegal_transition_is_counted_and_raised_under_tests(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, pair: Pair
 ) -> None:
     """DRAINED while ESTABLISHED (nothing was closing) is the core's own bug: raised under
     the suite (tests/conftest.py sets STRICT), counted and ignored by a running endpoint;
     a peer's CLOSE_ACK out of turn is the peer's doing, counted as wrong_state."""
-    fabric, a, b = pair()
+    fabric, a, b = pair
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     fabric.run(1e-2, lambda: conn.state is ConnState.ESTABLISHED)
     with pytest.raises(transitions.IllegalTransition, match="ESTABLISHED has no transition"):

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrc_transport.protocol import Config, Connection
+from mrc_transport.protocol import Config
 from mrc_transport.protocol.cc import FixedWindow, Nscc
 from mrc_transport.protocol.cc.planes import PlaneWindows
 from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire import frames
-from tests.unit.helpers import paths
+from tests.unit.conftest import MakeEstablished
 
 CFG = Config(nic_rate_bps=4e9, mss=1000, initial_window=40_000)
 
@@ -126,49 +125,37 @@ def test_a_single_plane_is_one_window_and_a_bad_scope_is_refused() -> None:
         PlaneWindows(Config(cc_scope="path"), [0, 1])
 
 
-def established(cfg: Config) -> Connection:
-    conn = Connection(cfg, paths(2, 4), random.Random(3), 7, 0.0)
-    back = conn.evs.paths[0]
-    ack = frames.SetupHeader(
-        frames.Common(frames.Opcode.SETUP_ACK, frames.Flags.NONE, conn.conn, 9),
-        conn.initial_psn,
-        64 << 20,
-        cfg.mss,
-        8,
-        0,
-    )
-    conn.receive(frames.Packet(frames.PathHeader(back.dst.packed, back.src.packed), ack, b""), 0.0)
-    conn.datagrams_to_send(0.0)  # nothing but control yet
-    return conn
-
-
 def data_planes(out: list[Transmit]) -> Counter[int]:
     return Counter(tx.path.plane for tx in out if isinstance(tx.header, frames.DataHeader))
 
 
-def test_the_sender_fills_every_planes_window_and_no_more() -> None:
+def test_the_sender_fills_every_planes_window_and_no_more(
+    make_established: MakeEstablished,
+) -> None:
     cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
-    conn = established(cfg)
+    conn = make_established(cfg=cfg).client
     conn.send_message(bytes(100_000), 0.0)
     out = conn.datagrams_to_send(0.001)
     assert data_planes(out) == {0: 8, 1: 8}
     assert conn.cc.in_flight == {0: 8000, 1: 8000}
 
 
-def test_a_full_plane_leaves_the_others_sending() -> None:
+def test_a_full_plane_leaves_the_others_sending(make_established: MakeEstablished) -> None:
     cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
-    conn = established(cfg)
+    conn = make_established(cfg=cfg).client
     conn.cc.sent(0, 8000)  # plane 0's window is already full
     conn.send_message(bytes(100_000), 0.0)
     out = conn.datagrams_to_send(0.001)
     assert data_planes(out) == {1: 8}
 
 
-def test_a_plane_whose_sacks_are_mostly_marked_gets_less_of_the_spray() -> None:
+def test_a_plane_whose_sacks_are_mostly_marked_gets_less_of_the_spray(
+    make_established: MakeEstablished,
+) -> None:
     """The scheduler weighs each plane by the share of its SACKs the windows counted as
     marked (cc/planes.py): with every SACK marked, the plane has no clean EV to move to."""
     cfg = Config(cc="fixed", fixed_window=1 << 20, mss=1000, ev_count=16, ev_backup=0)
-    conn = established(cfg)
+    conn = make_established(cfg=cfg).client
     for _ in range(60):
         conn.cc.on_sack({}, 0, None, True, 0.0)
     assert conn.cc.alpha[0] > 0.9

@@ -14,8 +14,9 @@ from mrc_transport.protocol.ev import EvInput, EvSet, EvState, Role
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
 from tests.sim.fabric import Fabric
+from tests.unit.conftest import Established
 from tests.unit.helpers import SMALL_CFG as CFG
-from tests.unit.helpers import as_packet, drain, established, paths, psn
+from tests.unit.helpers import as_packet, drain, paths, psn
 
 DEAD = 1  # the plane whose port goes down
 
@@ -36,8 +37,10 @@ def refused_probe(conn: Connection) -> Transmit:
 
 
 # -- send_failed --------------------------------------------------------------------------
-def test_a_refused_data_packet_retires_its_port_and_is_resent_at_once() -> None:
-    fabric, conn, _ = established()
+def test_a_refused_data_packet_retires_its_port_and_is_resent_at_once(
+    established: Established,
+) -> None:
+    fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(10 * CFG.mss), now)
     data = [tx for tx in conn.datagrams_to_send(now) if isinstance(tx.header, frames.DataHeader)]
@@ -66,8 +69,8 @@ def test_a_refused_data_packet_retires_its_port_and_is_resent_at_once() -> None:
     assert all(tx.path.plane != DEAD for tx in again)
 
 
-def test_a_refused_data_packet_on_an_old_transmission_is_ignored() -> None:
-    fabric, conn, _ = established()
+def test_a_refused_data_packet_on_an_old_transmission_is_ignored(established: Established) -> None:
+    fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(4 * CFG.mss), now)
     out = conn.datagrams_to_send(now)
@@ -104,8 +107,8 @@ def test_a_refused_control_packet_is_resent_as_it_was_on_another_plane(seed: int
     assert conn.get_timer() == pytest.approx(CFG.setup_timeout)
 
 
-def test_a_refused_probe_is_not_resent() -> None:
-    fabric, conn, _ = established()
+def test_a_refused_probe_is_not_resent(established: Established) -> None:
+    fabric, conn, _ = established
     conn.send_failed(refused_probe(conn), fabric.now)
     assert conn.evs.usable_in(DEAD) == []
     assert conn.datagrams_to_send(fabric.now) == []
@@ -118,8 +121,8 @@ def probe_from(plane: int, conn: Connection, server: Connection, probe_id: int) 
     return frames.Packet(ph, h, b"")
 
 
-def test_replies_go_on_the_plane_the_trigger_came_over() -> None:
-    fabric, conn, server = established()
+def test_replies_go_on_the_plane_the_trigger_came_over(established: Established) -> None:
+    fabric, conn, server = established
     now = fabric.now
     planes = [1, 0, 1, 1, 0, 0, 1, 0]
     for i, plane in enumerate(planes):
@@ -174,8 +177,10 @@ def test_probe_timers_count_in_the_larger_of_base_rtt_and_srtt() -> None:
         assert ev.state is EvState.GOOD
 
 
-def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_reply() -> None:
-    fabric, conn, server = established()
+def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_reply(
+    established: Established,
+) -> None:
+    fabric, conn, server = established
     t0 = fabric.now
     conn.send_failed(refused_probe(conn), t0)
     rtt = conn.evs.probe_rtt
@@ -213,8 +218,8 @@ def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_rep
 
 
 # -- RTO ------------------------------------------------------------------------------------
-def test_rto_resends_only_the_oldest_packet_and_blames_no_ev() -> None:
-    fabric, conn, _ = established()
+def test_rto_resends_only_the_oldest_packet_and_blames_no_ev(established: Established) -> None:
+    fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)
     data = conn.datagrams_to_send(now)
@@ -238,12 +243,12 @@ def test_rto_resends_only_the_oldest_packet_and_blames_no_ev() -> None:
     assert conn.cc.window == window
 
 
-def test_an_rto_resends_its_packet_with_no_window_left() -> None:
+def test_an_rto_resends_its_packet_with_no_window_left(established: Established) -> None:
     """RFC 6298 5.4: when the timer expires, the oldest packet goes again at once. Other
     resends wait for window room; with every plane's window filled by packets that were
     all lost, the RTO's must not, or each RTO only frees one packet's room (the
     gray-cut demo under load: 2-6 RTOs in a row, stalls of 1.3-2.4 s)."""
-    fabric, conn, _ = established()
+    fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)
     data = conn.datagrams_to_send(now)
@@ -265,11 +270,13 @@ def test_an_rto_resends_its_packet_with_no_window_left() -> None:
     assert conn.datagrams_to_send(later) == []
 
 
-def test_the_rto_resends_the_oldest_packet_in_flight_whichever_plane_it_took() -> None:
+def test_the_rto_resends_the_oldest_packet_in_flight_whichever_plane_it_took(
+    established: Established,
+) -> None:
     """The oldest packet in flight is the earliest of each plane's oldest (the planes keep
     their transmissions in order): once the first packet is acknowledged, the RTO resends
     the second, which went out on another plane."""
-    fabric, conn, _ = established()
+    fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)
     data = conn.datagrams_to_send(now)
@@ -288,10 +295,12 @@ def test_the_rto_resends_the_oldest_packet_in_flight_whichever_plane_it_took() -
     assert resent.header.common.flags & Flags.RTX
 
 
-def test_the_host_announcing_a_port_down_retires_it_and_resends_its_packets() -> None:
+def test_the_host_announcing_a_port_down_retires_it_and_resends_its_packets(
+    established: Established,
+) -> None:
     """Link state (io/linkwatch.py) tells the core before any send is refused: a plane
     whose window is full would otherwise not learn it until RACK found the losses."""
-    fabric, conn, _ = established()
+    fabric, conn, _ = established
     a = fabric.hosts[0]
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)

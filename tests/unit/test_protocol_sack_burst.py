@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from mrc_transport.protocol import Connection, Transmit
 from mrc_transport.wire import frames
+from tests.unit.conftest import Established
 from tests.unit.helpers import SMALL_CFG as CFG
-from tests.unit.helpers import as_packet, established, psn
+from tests.unit.helpers import as_packet, psn
 
 
 def _sacks(server: Connection, data: list[Transmit], now: float) -> list[frames.Packet]:
@@ -37,8 +38,10 @@ def _early_and_late(conn: Connection, now: float) -> tuple[Transmit, Transmit]:
     return first, later
 
 
-def test_a_sack_later_in_the_burst_saves_a_packet_from_a_false_loss() -> None:
-    fabric, conn, server = established()
+def test_a_sack_later_in_the_burst_saves_a_packet_from_a_false_loss(
+    established: Established,
+) -> None:
+    fabric, conn, server = established
     now = fabric.now
     first, later = _early_and_late(conn, now)
     # the later packet overtakes the first (another plane), then the first arrives
@@ -55,8 +58,8 @@ def test_a_sack_later_in_the_burst_saves_a_packet_from_a_false_loss() -> None:
     assert all(ev.lost == 0 for ev in conn.evs.by_value.values())
 
 
-def test_a_loss_is_still_declared_at_the_next_send_decision() -> None:
-    fabric, conn, server = established()
+def test_a_loss_is_still_declared_at_the_next_send_decision(established: Established) -> None:
+    fabric, conn, server = established
     now = fabric.now
     first, later = _early_and_late(conn, now)
     sacks = _sacks(server, [later], now)  # the first packet never arrives

@@ -9,15 +9,15 @@ from collections import Counter
 from mrc_transport.protocol import Config, ConnState
 from mrc_transport.protocol.segments import DataRun
 from tests.sim.fabric import Fabric
+from tests.unit.conftest import MakePair, Pair
 from tests.unit.helpers import drain, payload
 
 CFG = Config(nic_rate_bps=8e9, ev_count=16, ev_backup=4, max_burst=64)
 
 
-def _clients(n: int) -> tuple[Fabric, list[int]]:
+def _clients(pair: Pair, n: int) -> tuple[Fabric, list[int]]:
     """n established connections from host a to host b, each with data queued."""
-    fabric = Fabric(3, planes=2, paths_per_plane=2)
-    a, b = fabric.add_host("a", CFG), fabric.add_host("b", CFG)
+    fabric, a, b = pair
     conns = [a.endpoint.connect(fabric.paths(a, b), 0.0) for _ in range(n)]
     fabric.run(1e-2, lambda: all(c.state is ConnState.ESTABLISHED for c in conns))
     for c in conns:
@@ -34,8 +34,8 @@ def _data_by_conn(out: list[object]) -> Counter[int]:
     return got
 
 
-def test_n_connections_share_one_burst_of_max_burst_packets() -> None:
-    fabric, ids = _clients(4)
+def test_n_connections_share_one_burst_of_max_burst_packets(make_pair: MakePair) -> None:
+    fabric, ids = _clients(make_pair(seed=3, cfg=CFG), 4)
     ep = fabric.hosts[0].endpoint
     got = _data_by_conn(ep.burst_to_send(0.011))
     assert sum(got.values()) <= CFG.max_burst
@@ -43,8 +43,8 @@ def test_n_connections_share_one_burst_of_max_burst_packets() -> None:
     assert max(got.values()) - min(got.values()) <= 1
 
 
-def test_the_first_share_rotates_so_no_connection_is_always_last() -> None:
-    fabric, ids = _clients(3)
+def test_the_first_share_rotates_so_no_connection_is_always_last(make_pair: MakePair) -> None:
+    fabric, ids = _clients(make_pair(seed=3, cfg=CFG), 3)
     ep = fabric.hosts[0].endpoint
     firsts = []
     for k in range(3):

@@ -13,7 +13,8 @@ from mrc_transport.protocol import Connection, Transmit, events
 from mrc_transport.protocol.ev import EvState
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Flags, NackReason, Opcode
-from tests.unit.helpers import as_packet, drain, established, payload
+from tests.unit.conftest import Established
+from tests.unit.helpers import as_packet, drain, payload
 
 LASTHOP = frames.DSCP_TRIMMED_LASTHOP
 
@@ -47,8 +48,10 @@ def nacks(server: Connection) -> list[frames.NackHeader]:
     ("dscp", "reason"),
     [(frames.DSCP_TRIMMED, NackReason.TRIMMED), (LASTHOP, NackReason.TRIMMED_LASTHOP)],
 )
-def test_stub_is_nacked_with_its_reason_and_ev(dscp: int, reason: NackReason) -> None:
-    fabric, client, server = established()
+def test_stub_is_nacked_with_its_reason_and_ev(
+    dscp: int, reason: NackReason, established: Established
+) -> None:
+    fabric, client, server = established
     p = stub(client, fabric.now, dscp)
     assert isinstance(p.header, frames.DataHeader)
     server.receive(p, fabric.now)
@@ -64,12 +67,14 @@ def test_stub_is_nacked_with_its_reason_and_ev(dscp: int, reason: NackReason) ->
 
 
 @pytest.mark.parametrize("dscp", [frames.DSCP_TRIMMED, LASTHOP])
-def test_stub_of_a_message_last_packet_is_read_off_the_wire_and_nacked(dscp: int) -> None:
+def test_stub_of_a_message_last_packet_is_read_off_the_wire_and_nacked(
+    dscp: int, established: Established
+) -> None:
     """Its payload cut, a WRITE_LAST stub ends short of msg_len: decoded as the receiving
     endpoint decodes it (the datagram decoder, the DSCP from IPV6_TCLASS), it is a stub to
     NACK, not a malformed packet (bench/trim.py: every message's last packet, trimmed, was
     found only by RACK or the RTO)."""
-    fabric, client, server = established()
+    fabric, client, server = established
     client.send_message(payload(20_000), fabric.now)
     out = [t for t in client.datagrams_to_send(fabric.now) if is_data(t)]
     last = next(t for t in out if t.header.common.opcode is Opcode.WRITE_LAST)
@@ -87,8 +92,8 @@ def test_stub_of_a_message_last_packet_is_read_off_the_wire_and_nacked(dscp: int
     assert server.counters.trimmed_received == 1
 
 
-def test_stub_of_a_psn_already_here_is_not_nacked() -> None:
-    fabric, client, server = established()
+def test_stub_of_a_psn_already_here_is_not_nacked(established: Established) -> None:
+    fabric, client, server = established
     whole = first_data(client, fabric.now)
     server.receive(whole, fabric.now)
     server.control_to_send()
@@ -98,8 +103,10 @@ def test_stub_of_a_psn_already_here_is_not_nacked() -> None:
 
 
 @pytest.mark.parametrize("dscp", [frames.DSCP_TRIMMED, LASTHOP])
-def test_nack_resends_at_once_on_another_ev_of_the_same_plane(dscp: int) -> None:
-    fabric, client, server = established()
+def test_nack_resends_at_once_on_another_ev_of_the_same_plane(
+    dscp: int, established: Established
+) -> None:
+    fabric, client, server = established
     p = stub(client, fabric.now, dscp)
     assert isinstance(p.header, frames.DataHeader)
     trimmed_ev = client.evs.by_value[p.path.ev]
@@ -126,8 +133,8 @@ def test_nack_resends_at_once_on_another_ev_of_the_same_plane(dscp: int) -> None
     assert ev.after == pytest.approx(10e-6)
 
 
-def test_nack_for_a_psn_not_in_flight_is_counted_and_ignored() -> None:
-    fabric, client, server = established()
+def test_nack_for_a_psn_not_in_flight_is_counted_and_ignored(established: Established) -> None:
+    fabric, client, server = established
     p = stub(client, fabric.now)
     server.receive(p, fabric.now)
     [nack_tx] = server.control_to_send()
