@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ from labs.topology import namespace, preset
 from mrc_transport.harness.linkload import read_tx_counters
 from mrc_transport.harness.records import read_records
 from mrc_transport.harness.timeline import FaultWindow, analyse
-from tests.lab.conftest import running_tiny_lab
 from tests.lab.flowprocs import ends, next_event, stop, tcpflow
 
 pytestmark = pytest.mark.lab
@@ -29,9 +28,8 @@ TINY = preset("tiny")
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[str]:
-    with running_tiny_lab() as name:
-        yield name
+def lab(module_tiny_lab: str) -> str:
+    return module_tiny_lab
 
 
 def _tcpflow(lab: str, host: str, *args: str) -> subprocess.Popen[str]:

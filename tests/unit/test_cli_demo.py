@@ -212,10 +212,13 @@ def test_children_argv_write_where_the_analysis_reads(tmp_path: Path) -> None:
 
 
 def test_a_kernel_without_mptcp_is_one_line_before_any_lab(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("labs.kernel.has_mptcp", lambda: False)
-    assert main(["demo", "failover", "--preset", "tiny"]) == 2
-    error_line(capsys, "this kernel has no MPTCP", "--baselines tcp")
-    assert main(["demo", "collisions", "--preset", "tiny", "--baselines", "mptcp"]) == 2
-    error_line(capsys, "this kernel has no MPTCP")
+    cli_error(
+        ["demo", "failover", "--preset", "tiny"], "this kernel has no MPTCP", "--baselines tcp"
+    )
+    cli_error(
+        ["demo", "collisions", "--preset", "tiny", "--baselines", "mptcp"],
+        "this kernel has no MPTCP",
+    )

@@ -78,11 +78,9 @@ def test_help_lists_the_experiments(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_kernel_without_mptcp_is_one_line_unless_left_out(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("labs.kernel.has_mptcp", lambda: False)
-    assert main(["repro", "loss"]) == 2
-    error_line(capsys, "this kernel has no MPTCP", "--baselines tcp")
+    cli_error(["repro", "loss"], "this kernel has no MPTCP", "--baselines tcp")
     monkeypatch.setattr("os.geteuid", lambda: 1000)  # past the checks: stop before a lab
-    assert main(["repro", "loss", "--baselines", "tcp"]) == 2
-    error_line(capsys, "needs root")
+    cli_error(["repro", "loss", "--baselines", "tcp"], "needs root")

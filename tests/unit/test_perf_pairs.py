@@ -6,7 +6,7 @@ import pytest
 
 from mrc_transport.perf.options import OptionsError
 from mrc_transport.perf.pairs import Pair, parse_pairs
-from tests.unit.helpers import exit_2_line
+from tests.conftest import CliError
 
 
 def test_pairs_parse_in_order() -> None:
@@ -33,5 +33,5 @@ def test_bad_pairs_are_one_line(text: str, says: str) -> None:
      (["--pairs", "h4:h0", "-s"], "give exactly one of"),
      (["--lab", "x", "--pairs", "h4"], "is not SRC:DST")],
 )  # fmt: skip
-def test_pairs_flags_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert says in exit_2_line(capsys, ["perf", *argv])
+def test_pairs_flags_exit_2(argv: list[str], says: str, cli_error: CliError) -> None:
+    cli_error(["perf", *argv], says)
