@@ -97,7 +97,7 @@ async def _run_streams(
                 cookie, i, opts.parallel, opts.reverse, opts.seconds, opts.share(i),
                 opts.length, opts.rate_bps, opts.planes,
             )  # fmt: skip
-            stats = StreamStats(handle, sending=not opts.reverse)
+            stats = StreamStats(handle, not opts.reverse, keep_records=bool(opts.records))
             streams.append(stats)
             test = session.client_stream(handle, params, stats, time.monotonic)
             nursery.start_soon(guard, test, stats, i)

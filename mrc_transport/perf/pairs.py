@@ -176,7 +176,7 @@ async def _run_tests(run: _Run, out: Output, reporter: Reporter, nursery: trio.N
     for host, ep in run.eps.items():
         expected = sum(p.dst == host for p in run.pairs) * run.opts.parallel
         if expected:
-            nursery.start_soon(_serve, ep, expected, run.servers)
+            nursery.start_soon(_serve, ep, expected, run.servers, bool(run.opts.records))
     handles: list[tuple[int, Pair, ConnHandle]] = []
     for p in run.pairs:
         for _ in range(run.opts.parallel):
@@ -188,7 +188,7 @@ async def _run_tests(run: _Run, out: Output, reporter: Reporter, nursery: trio.N
     nursery.start_soon(reporter.run)
     async with trio.open_nursery() as tests:
         for i, _, handle in handles:
-            stats = StreamStats(handle, sending=not run.opts.reverse)
+            stats = StreamStats(handle, not run.opts.reverse, keep_records=bool(run.opts.records))
             run.clients.append(stats)
             params = _params(run, i % run.opts.parallel)
             test = session.client_stream(handle, params, stats, time.monotonic)
@@ -205,21 +205,21 @@ def _params(run: _Run, k: int) -> PerfParams:
     )  # fmt: skip
 
 
-async def _serve(ep: MrcEndpoint, expected: int, out: list[StreamStats]) -> None:
+async def _serve(ep: MrcEndpoint, expected: int, out: list[StreamStats], keep: bool) -> None:
     """A host's server side: accept its pairs' connections and run each one's test."""
     async with trio.open_nursery() as nursery:
         for _ in range(expected):
             handle = await ep.accept()
-            nursery.start_soon(_served, handle, out)
+            nursery.start_soon(_served, handle, out, keep)
 
 
-async def _served(handle: ConnHandle, out: list[StreamStats]) -> None:
+async def _served(handle: ConnHandle, out: list[StreamStats], keep_records: bool) -> None:
     def keep(_params: PerfParams, stats: StreamStats) -> None:
         out.append(stats)
 
     # a failure is the client side's to report: its R or E never came
     with contextlib.suppress(ConnectionLost, PerfError):
-        await session.server_stream(handle, time.monotonic, keep)
+        await session.server_stream(handle, time.monotonic, keep, keep_records)
 
 
 def _counters(eps: Sequence[MrcEndpoint]) -> dict[str, object]:

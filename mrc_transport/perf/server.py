@@ -114,7 +114,9 @@ class _Server:
             self._join(params, stats, handle)
 
         try:
-            params, stats = await session.server_stream(handle, time.monotonic, on_params)
+            params, stats = await session.server_stream(
+                handle, time.monotonic, on_params, bool(self.opts.records)
+            )
         except (ConnectionLost, PerfError) as exc:
             self.out.text(f"connection failed: {exc}")
             if joined:  # a test that started and broke; a connection without valid P is not one

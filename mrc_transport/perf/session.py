@@ -74,8 +74,11 @@ class StreamStats:
     """Sender: the connection's acked bytes when the data phase started."""
     length: int = 1
     """Sender: message body size."""
+    keep_records: bool = False
+    """Receiver: keep a record per message delivered (--records); off, a long run's memory
+    does not grow with the messages it receives."""
     records: list[tuple[float, int]] = field(default_factory=list)
-    """Receiver: (monotonic time, bytes) of every data message delivered."""
+    """Receiver, with ``keep_records``: (monotonic time, bytes) of every data message."""
     sender_report: SenderReport | None = None
     """The E message, ours or the peer's, once sent or received."""
     receiver_report: ReceiverReport | None = None
@@ -295,7 +298,8 @@ async def receive_data(stats: StreamStats, clock: Callable[[], float]) -> None:
             n = len(msg) - 1
             stream.add(memoryview(msg)[1:])
             stats.data_bytes += n
-            stats.records.append((t, n))
+            if stats.keep_records:
+                stats.records.append((t, n))
             handle.recycle(msg)
             continue
         if kind != KIND_END:
@@ -349,13 +353,15 @@ async def server_stream(
     handle: ConnHandle,
     clock: Callable[[], float],
     on_params: Callable[[PerfParams, StreamStats], None] | None = None,
+    keep_records: bool = False,
 ) -> tuple[PerfParams, StreamStats]:
-    """One connection on the server: read P, run the test, wait for the client's CLOSE."""
+    """One connection on the server: read P, run the test, wait for the client's CLOSE;
+    ``keep_records``: a record per message received (--records)."""
     _, first = await handle.receive()
     if first[:1] != KIND_PARAMS:
         raise PerfError("the first message is not P")
     params = PerfParams.decode_untrusted(first[1:])
-    stats = StreamStats(handle, sending=params.reverse)
+    stats = StreamStats(handle, sending=params.reverse, keep_records=keep_records)
     if on_params is not None:
         on_params(params, stats)
     if params.reverse:
