@@ -234,6 +234,26 @@ def case_a(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
     return mrc, tcp
 
 
+def floor(lab: str, seconds: float) -> Result:
+    """(a)'s least a packet-per-path userspace sender pays: bench/perf.py's raw-socket
+    floor (prebuilt MRC data packets, a burst per send, no protocol, no SACKs, a receiver
+    that only drains) paced at the host's four ports, h4 -> h0, the machine's CPU over the
+    receiver's counting window."""
+    import json
+
+    perf = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "perf.py")]
+    drain = _start([*_ns(lab, "h0"), *perf, "--drain", str(seconds)], True)
+    with CpuSampler() as cpu:
+        assert drain.stdout is not None
+        drain.stdout.readline()  # "ready"
+        pace = str(0.95 * 4 * PORT_BPS)  # tbf passes a little under its nominal rate
+        blast = [*perf, "--blast", lab, "h4", "h0", str(seconds + 1), "--pace", pace]
+        subprocess.run([*_ns(lab, "h4"), *blast], check=True, capture_output=True)
+        got = json.loads(drain.communicate(timeout=30)[0].splitlines()[-1])
+    busy, total = cpu.between(got["t0"], got["t0"] + seconds)
+    return Result(got["bytes"] * 8 / seconds, 4 * PORT_BPS, busy, seconds, busy / total, True)
+
+
 def case_b(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
     racks = [topo.hosts_in_rack(r) for r in range(topo.racks)]
     pairs = [Pair(a, b) for a, b in zip(racks[0], racks[1], strict=True)]
@@ -285,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, name):
                 runs = [case(lab, topo, args.seconds) for _ in range(args.repeat)]
                 report(f"({name})", runs)
+        if args.only in (None, "a"):
+            f = floor(lab, args.seconds)
+            print("(a)'s floor, paced raw-socket sends and a drain, no protocol:")
+            print(_row("raw", f))
     finally:
         down(lab)
     return 0

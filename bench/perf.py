@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import math
 import os
@@ -228,11 +229,18 @@ def floor_burst(lab: str, src: str, dst: str) -> tuple[BurstEncoder, list[PathHe
 
 
 def _blast(
-    lab: str, src: str, dst: str, seconds: float, gso: int = 0, encode: bool = False
+    lab: str,
+    src: str,
+    dst: str,
+    seconds: float,
+    gso: int = 0,
+    encode: bool = False,
+    pace_bps: float = 0.0,
 ) -> None:
     """(in src's namespace) Send prebuilt MRC data packets to dst over every path with
     ``send_raw6`` (or ``gso`` at a time by UDP GSO, or each burst ``encode``d afresh) as
-    fast as one core can; print the sender's CPU seconds."""
+    fast as one core can, or a burst at a time at ``pace_bps``; print the sender's CPU
+    seconds."""
     from mrc_transport.io.sockets import open_tx
 
     enc, phs, mss = floor_burst(lab, src, dst)
@@ -245,9 +253,19 @@ def _blast(
         tx = open_tx()
         send = lambda: enc.send(tx)  # noqa: E731
     c0, u0, t0 = time.process_time(), os.times().user, time.monotonic()
+    sent = 0
     while time.monotonic() - t0 < seconds:
-        if send() < burst:
+        try:
+            n = send()
+        except OSError as exc:  # ENOBUFS: a port's queue is full (paced just above its rate)
+            if exc.errno != errno.ENOBUFS:
+                raise
+            n = 0
+        sent += n
+        if n < burst:
             time.sleep(0)  # the socket buffer is full: let the kernel drain it
+        if pace_bps:  # the next burst when this one has left at the rate
+            time.sleep(max(0.0, t0 + sent * mss * 8 / pace_bps - time.monotonic()))
     cpu, user = time.process_time() - c0, os.times().user - u0
     print(json.dumps({"cpu": cpu, "user": user, "seconds": time.monotonic() - t0}))
 
@@ -328,7 +346,7 @@ def _drain(seconds: float) -> None:
         if got and t_end == math.inf:
             t_end, c0 = time.monotonic() + seconds, time.process_time()
         nbytes += sum(m[0] for m in got)
-    print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0}))
+    print(json.dumps({"bytes": nbytes, "cpu": time.process_time() - c0, "t0": t_end - seconds}))
 
 
 def in_lab_host(blast: list[str] | None) -> bool:
@@ -582,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drain", type=float, help=argparse.SUPPRESS)  # floor: SECONDS
     ap.add_argument("--gso", type=int, default=0, help=argparse.SUPPRESS)  # floor: per send
     ap.add_argument("--encode", action="store_true", help=argparse.SUPPRESS)  # floor: encode
+    ap.add_argument("--pace", type=float, default=0.0, help=argparse.SUPPRESS)  # floor: bit/s
     args = ap.parse_args(argv)
     if (args.blast or args.drain is not None) and not in_lab_host(args.blast):
         print("perf.py: --blast and --drain run only inside the lab's host namespace "
@@ -590,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.blast:
         lab, src, dst, secs = args.blast
-        _blast(lab, src, dst, float(secs), args.gso, args.encode)
+        _blast(lab, src, dst, float(secs), args.gso, args.encode, args.pace)
         return 0
     if args.drain is not None:
         _drain(args.drain)
