@@ -30,14 +30,14 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchlab import need_root, own_lab
+
 from labs import addressing
-from labs.apply import down, up
 from labs.topology import Topology, namespace, preset
 from mrc_transport.repro.machine import CPU_BOUND
 
@@ -295,12 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=("a", "b"))
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench/labrate.py: needs root (it builds a lab)", file=sys.stderr)
+    if not need_root("bench/labrate.py"):
         return 2
-    topo, lab = preset("default"), "lr" + uuid.uuid4().hex[:6]
-    try:
-        up(topo, lab)
+    topo = preset("default")
+    with own_lab(topo, "lr") as lab:
         for name, case in (("a", case_a), ("b", case_b)):
             if args.only in (None, name):
                 runs = [case(lab, topo, args.seconds) for _ in range(args.repeat)]
@@ -309,8 +307,6 @@ def main(argv: list[str] | None = None) -> int:
             f = floor(lab, args.seconds)
             print("(a)'s floor, paced raw-socket sends and a drain, no protocol:")
             print(_row("raw", f))
-    finally:
-        down(lab)
     return 0
 
 

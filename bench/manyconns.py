@@ -23,13 +23,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from itertools import permutations
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from labs.apply import down, up
+from benchlab import need_root, own_lab
+
 from labs.topology import namespace, preset
 
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
@@ -182,20 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--only", choices=("a", "b"))
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench/manyconns.py: needs root (it builds a lab)", file=sys.stderr)
+    if not need_root("bench/manyconns.py"):
         return 2
-    topo, lab = preset("default"), "mc" + uuid.uuid4().hex[:6]
-    try:
-        up(topo, lab)
+    topo = preset("default")
+    with own_lab(topo, "mc") as lab:
         if args.only in (None, "a"):
             _print(one_server(lab, topo.hosts, args.seconds))
         if args.only in (None, "b"):
             _print(all_to_all(lab, topo.hosts, args.seconds))
-    finally:
-        removed = down(lab)
     left = [ns for ns in os.listdir("/run/netns") if ns.startswith(f"mrc-{lab}-")]
-    print(f"lab down: {removed} namespaces removed, {len(left)} left")
+    print(f"lab down: {len(left)} namespaces left")
     return 0
 
 

@@ -18,6 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "manyconns.py"
 
 @pytest.fixture(scope="module")
 def manyconns() -> ModuleType:
+    sys.path.insert(0, str(BENCH.parent))  # it imports benchlab.py beside it
     spec = importlib.util.spec_from_file_location("bench_manyconns", BENCH)
     assert spec is not None
     assert spec.loader is not None
