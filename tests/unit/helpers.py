@@ -42,11 +42,11 @@ def payload(n: int, seed: int = 0) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def established(seed: int = 1) -> tuple[Fabric, Connection, Connection]:
+def established(seed: int = 1, cfg: Config = SMALL_CFG) -> tuple[Fabric, Connection, Connection]:
     """A client and a server connection, established over 2 planes x 2 paths; from then
     on the test moves packets between them by hand."""
     fabric = Fabric(seed, planes=2, paths_per_plane=2)
-    a, b = fabric.add_host("a", SMALL_CFG), fabric.add_host("b", SMALL_CFG)
+    a, b = fabric.add_host("a", cfg), fabric.add_host("b", cfg)
     conn = a.endpoint.connect(fabric.paths(a, b), 0.0)
     fabric.run(1e-2, lambda: conn.state is ConnState.ESTABLISHED and bool(b.endpoint.connections))
     [server] = b.endpoint.connections.values()
