@@ -16,8 +16,9 @@ under the test suite (transitions.py).
   is skipped for one rotation of the active set (SKIP), then GOOD again.
 - An untrimmed loss or a timeout means the path may be broken: the EV is retired at once
   (ASSUMED_BAD) and replaced by a GOOD backup EV of the same plane. Retired EVs are probed
-  in the background (first after 3 RTTs, retried every 5: htsim, which counts base RTTs;
-  ours counts max(base RTT, smoothed RTT), see ``probe_rtt``) and readmitted after
+  in the background (first after 3 RTTs, ours, counted in max(base RTT, smoothed RTT),
+  see ``probe_rtt``; an unanswered probe retried after OCP's 2 ms probe timeout,
+  ``probe_wait``) and readmitted after
   ``readmit_probes`` consecutive successes into the active set; if that set is full, an EV
   of the plane's most crowded path steps back to the backup set.
 - ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
@@ -502,6 +503,12 @@ class EvSet:
         port restore; docs/measurements.md; ours)."""
         return max(self.base_rtt, self.srtt)
 
+    @property
+    def probe_wait(self) -> float:
+        """How long a probe's reply is waited for: OCP's EV probe timeout (2 ms), or two
+        probe RTTs where a userspace RTT is longer (ours)."""
+        return max(self.cfg.probe_timeout, 2 * self.probe_rtt)
+
     def next_probe_time(self) -> float:
         """Earliest probe deadline of a retired EV or a dead port (inf: none)."""
         down, t = self.ports_down, math.inf
@@ -516,14 +523,14 @@ class EvSet:
         """Retired EVs whose probe is due; an unanswered previous probe counts as failed.
 
         Behind a port that is down every EV fails alike, so that port gets one probe
-        every ``probe_retry_rtts`` x ``probe_rtt`` (on its EVs in turn) instead of one per EV:
+        every ``probe_wait`` (on its EVs in turn) instead of one per EV:
         64 EVs probed into a dead port cost a refused send each (ours)."""
         down = self.ports_down
         due = [e for e in self.retired.values() if e.next_probe <= now and e.plane not in down]
         for plane, t in down.items():
             if t > now:
                 continue
-            down[plane] = now + self.cfg.probe_retry_rtts * self.probe_rtt
+            down[plane] = now + self.probe_wait
             behind = [e for e in self.retired.values() if e.plane == plane]
             if behind:
                 due.append(min(behind, key=lambda e: e.next_probe))
@@ -531,10 +538,10 @@ class EvSet:
             if ev.probe_id:
                 ev.probe_ok = 0
                 ev.probe_fails += 1
-            # htsim retries every 5 base RTTs; ours every 5 probe_rtt, doubled per
-            # unanswered probe (up to 8x) so a long-dead path costs less
+            # retried after the probe timeout, doubled per unanswered probe (up to 8x,
+            # ours) so a long-dead path costs less
             backoff = 1 << min(ev.probe_fails, 3)
-            ev.next_probe = now + self.cfg.probe_retry_rtts * self.probe_rtt * backoff
+            ev.next_probe = now + self.probe_wait * backoff
         return due
 
     def probe_ok(self, ev: Ev, now: float) -> None:

@@ -101,9 +101,15 @@ class Sender:
 
     # -- RTT ----------------------------------------------------------------------------
     @property
+    def backoff(self) -> int:
+        """Doublings of the RTO: one per RTO in a row after the first ``rto_linear``, which
+        keep the same timeout (OCP mrc.h's linear, then exponential, retries)."""
+        return max(0, self.rto_count - self.cfg.rto_linear)
+
+    @property
     def path_rto(self) -> float:
         """The RTO of the RTT estimates, backed off for the RTOs in a row (rtt.py)."""
-        return self.rtt.rto(self.rto_count)
+        return self.rtt.rto(self.backoff)
 
     @property
     def rto(self) -> float:
@@ -112,7 +118,7 @@ class Sender:
         rto = self.path_rto
         if self.rtt.data_sampled:
             return rto
-        return min(max(rto, math.ldexp(self.cfg.first_rto, self.rto_count)), self.cfg.max_rto)
+        return min(max(rto, math.ldexp(self.cfg.first_rto, self.backoff)), self.cfg.max_rto)
 
     @property
     def srtt(self) -> float | None:
@@ -396,7 +402,7 @@ class Sender:
 
     # -- losses -------------------------------------------------------------------------
     def _detect_losses(self, now: float) -> None:
-        lost = self.rack.detect_losses(now, self.cc.max_window(), self.mss, self.rto_count)
+        lost = self.rack.detect_losses(now, self.cc.max_window(), self.mss, self.backoff)
         for pkt in lost:
             self._lost(pkt, now, EvInput.LOSS)
 

@@ -46,8 +46,9 @@ def test_silent_path_death_costs_a_handful_of_packets_then_readmission() -> None
     assert len({e.ev for e in back}) >= len(on_path) // 2
     assert back
     cfg = run.conn.cfg  # the slowest probe schedule: backed-off retry, then the successes
-    bound = cfg.probe_retry_rtts * 8 + cfg.probe_next_rtts * cfg.readmit_probes + 2
-    assert min(e.time for e in back) - t_back < bound * run.conn.evs.probe_rtt
+    evs = run.conn.evs
+    bound = evs.probe_wait * 8 + evs.probe_rtt * (cfg.probe_next_rtts * cfg.readmit_probes + 2)
+    assert min(e.time for e in back) - t_back < bound
     assert dead.data_packets - data_before > 100
 
 

@@ -69,7 +69,8 @@ def test_sender_port_down_and_back(seed: int) -> None:
     up = [e for e in run.a.events if isinstance(e, events.PlaneUp)]
     assert [e.plane for e in up] == [1]
     cfg, evs = run.conn.cfg, run.conn.evs
-    bound = cfg.probe_retry_rtts + cfg.probe_next_rtts * cfg.readmit_probes + 4
+    wait = evs.probe_wait / probe_rtt  # the probe timeout, in probe RTTs
+    bound = wait + cfg.probe_next_rtts * (cfg.readmit_probes - 1) + 4
     assert up[0].time - T_BACK < bound * probe_rtt
     full = 2 * surviving
     assert _first_time_at(run, T_BACK, 0.8 * full) - T_BACK < (bound + 10) * probe_rtt
@@ -77,6 +78,6 @@ def test_sender_port_down_and_back(seed: int) -> None:
     assert not evs.retired
     assert not evs.ports_down
     # probing a dead port costs one probe per retry interval, not one per EV (64 of
-    # them behind it); a retry interval is at least probe_retry_rtts min RTTs
-    intervals = (T_BACK - T_KILL) / (cfg.probe_retry_rtts * rtt)
+    # them behind it); a retry interval is at least the probe wait
+    intervals = (T_BACK - T_KILL) / evs.probe_wait
     assert counters.send_failed < intervals + 10

@@ -195,7 +195,11 @@ def test_peer_vanishing_ends_in_rto_failure_with_backoff() -> None:
     rtos = [e for e in a.events if isinstance(e, events.RtoFired)]
     assert len(rtos) == CFG.max_rto_count + 1
     gaps = [t1.time - t0.time for t0, t1 in itertools.pairwise(rtos)]
-    assert all(g1 >= g0 for g0, g1 in itertools.pairwise(gaps))  # exponential backoff
+    # OCP's retries: the first rto_linear at one timeout, then doubling
+    linear = gaps[: CFG.rto_linear]
+    assert linear == pytest.approx([linear[0]] * len(linear))
+    assert gaps[CFG.rto_linear] == pytest.approx(2 * linear[0])
+    assert all(g1 >= g0 - 1e-9 for g0, g1 in itertools.pairwise(gaps))
     assert max(e.rto for e in rtos) == CFG.max_rto
     closed = [e for e in a.events if isinstance(e, events.ConnectionClosed)]
     assert [e.reason for e in closed] == ["rto failed"]

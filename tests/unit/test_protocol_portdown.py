@@ -166,9 +166,10 @@ def test_probe_timers_count_in_the_larger_of_base_rtt_and_srtt() -> None:
         assert ev.next_probe == pytest.approx(10.0 + CFG.probe_after_rtts * max(base, srtt))
         [due] = evs.due_probes(ev.next_probe)
         assert due is ev
-        assert ev.next_probe == pytest.approx(
-            10.0 + (CFG.probe_after_rtts + CFG.probe_retry_rtts) * max(base, srtt)
-        )
+        # retried after OCP's 2 ms probe timeout, or two probe RTTs if longer
+        wait = max(CFG.probe_timeout, 2 * max(base, srtt))
+        assert evs.probe_wait == pytest.approx(wait)
+        assert ev.next_probe == pytest.approx(10.0 + CFG.probe_after_rtts * max(base, srtt) + wait)
         for _ in range(CFG.readmit_probes):
             evs.probe_ok(ev, 11.0)
         assert ev.state is EvState.GOOD
@@ -195,7 +196,7 @@ def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_rep
     times = [t for t, _ in probes]
     assert times[0] == pytest.approx(t0 + CFG.probe_after_rtts * rtt)
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert gaps == pytest.approx([CFG.probe_retry_rtts * rtt] * len(gaps))
+    assert gaps == pytest.approx([conn.evs.probe_wait] * len(gaps))
     assert {tx.path.plane for _, tx in probes} == {DEAD}
     # the port's EVs take turns: every one probed once before any twice
     assert sorted(tx.ev for _, tx in probes[: len(behind)]) == sorted(behind)

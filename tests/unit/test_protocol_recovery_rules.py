@@ -33,7 +33,8 @@ def test_rto_backoff_restarts_once_data_is_acknowledged() -> None:
     """RFC 6298 5.7: after the backoff, the next acknowledgement of new data restarts the
     RTO from the RTT estimates; a backoff kept after progress stretched every later RTO
     (the mutation: sender.py's ``rto_count = 0`` removed)."""
-    fabric, client, server = established()
+    cfg = dataclasses.replace(SMALL_CFG, rto_linear=0)  # the first RTO already doubles
+    fabric, client, server = established(cfg=cfg)
     now = fabric.now
     client.send_message(payload(3000), now)
     lost = _data(client.datagrams_to_send(now))
