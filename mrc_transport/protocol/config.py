@@ -29,8 +29,9 @@ class Config:
     ``ev_min_active``; value ours)."""
     skip_rotations: int = 1
     """Rotations of the active set an EV stays in SKIP after ECN or a trim (paper: one)."""
-    readmit_probes: int = 3
-    """Consecutive successful probes that readmit an ASSUMED_BAD EV (ours)."""
+    readmit_probes: int = 1
+    """Consecutive clean probe replies (no ECN echo) that readmit an ASSUMED_BAD EV (UEC /
+    MRC: one; 3, the project's former default, is an option)."""
     path_fail_threshold: int = 3
     """EVs of one SRv6 path retired in a row (no clean ack between) that retire every EV on
     that path: the core knows the EV -> path map, so one dead link costs a few packets, not

@@ -408,12 +408,14 @@ class Connection:
     def _common(self, opcode: Opcode, flags: Flags = Flags.NONE) -> Common:
         return self.commons.get(opcode, int(flags))
 
-    def _control_tx(self, header: frames.Header, ev_value: int | None = None) -> None:
+    def _control_tx(
+        self, header: frames.Header, ev_value: int | None = None, dscp: int = frames.DSCP_CONTROL
+    ) -> None:
         if ev_value is None:
             ev = self.evs.control_ev(self._reply_plane)
         else:
             ev = self.evs.by_value[ev_value]
-        self._control.append(new_transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
+        self._control.append(new_transmit(ev.path, ev.value, header, b"", dscp))
 
     def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
         return frames.SetupHeader(
@@ -618,8 +620,12 @@ class Connection:
         if not isinstance(h, frames.ProbeHeader) or self.receiver is None:
             self.counters.wrong_state += 1
             return
+        # the reply echoes a CE mark: a marked probe found the path busy (not clean)
+        flags = Flags.ECN_ECHO if packet.path.ecn == frames.Ecn.CE else Flags.NONE
         self._control_tx(
-            frames.ProbeHeader(self._common(Opcode.PROBE_REPLY), h.probe_id, packet.path.ev, h.ts)
+            frames.ProbeHeader(
+                self._common(Opcode.PROBE_REPLY, flags), h.probe_id, packet.path.ev, h.ts
+            )
         )
         if h.common.flags & Flags.ACK_REQ:
             self._queue_sack(now)
@@ -636,7 +642,8 @@ class Connection:
         self.counters.probe_replies += 1
         # a reply to an earlier probe of this EV, late because of a queue, still proves
         # the path works (ours): requiring the latest one starved readmission
-        self.evs.probe_ok(self.evs.by_value[value], now)
+        clean = not h.common.flags & Flags.ECN_ECHO
+        self.evs.probe_ok(self.evs.by_value[value], now, clean)
 
     def _on_close(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
@@ -677,7 +684,9 @@ class Connection:
         header = frames.ProbeHeader(
             self._common(Opcode.PROBE, flags | Flags.TS), self._probe_id, 0, int(now * 1e9)
         )
-        self._control_tx(header, ev_value)
+        # in the data class (MRC): a probe tests the queues data meets, not the
+        # priority class that acknowledgements skip them in
+        self._control_tx(header, ev_value, frames.DSCP_DATA)
 
     def _arm_persist(self, now: float) -> None:
         """Zero-window probe: nothing in flight, data waiting, window closed."""

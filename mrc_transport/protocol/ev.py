@@ -544,8 +544,9 @@ class EvSet:
             ev.next_probe = now + self.probe_wait * backoff
         return due
 
-    def probe_ok(self, ev: Ev, now: float) -> None:
-        """A probe reply came back for ``ev``."""
+    def probe_ok(self, ev: Ev, now: float, clean: bool = True) -> None:
+        """A probe reply came back for ``ev``; ``clean``: its probe arrived unmarked. A
+        marked one shows the path works but is busy: it readmits nothing yet."""
         ev.probes_ok += 1
         ev.probe_id = 0
         ev.probe_fails = 0
@@ -556,7 +557,7 @@ class EvSet:
                     e.next_probe, e.probe_id, e.probe_fails = now, 0, 0
         if ev.state is not EvState.ASSUMED_BAD:
             return
-        ev.probe_ok += 1
+        ev.probe_ok = ev.probe_ok + 1 if clean else 0
         if ev.probe_ok >= self.cfg.readmit_probes:
             self.apply(ev, EvInput.PROBES_ENOUGH, now)
         else:

@@ -17,10 +17,10 @@ in a burst may acknowledge what an earlier one alone would call lost (docs/measu
 "The sender's design figures"). A lost packet's EV goes ASSUMED_BAD and the packet is
 queued for retransmission.
 
-An RTO (RFC 6298) resends the oldest packet in flight on another EV, at once, and blames
-no EV: with spraying it means that nothing sent after that packet was acknowledged, which
-is no one EV's fault (ours; docs/protocol.md, "RTO"). The connection ends after
-more than ``max_rto_count`` RTOs in a row.
+An RTO (RFC 6298) resends the oldest packet in flight on another EV, at once, and marks
+that packet's EV ASSUMED_BAD, as the UEC and OCP EV state machines do on a timeout: one
+probe readmits it if it was only the peer's stall (docs/protocol.md, "RTO"). The
+connection ends after more than ``max_rto_count`` RTOs in a row.
 """
 
 from __future__ import annotations
@@ -413,13 +413,12 @@ class Sender:
         self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, (0 if cause == "trimmed" else 1, pkt.psn))
 
-    def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
-        """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
-        self._requeue(pkt, "rto" if why is None else "loss")
+    def _lost(self, pkt: SentPacket, now: float, why: EvInput) -> None:
+        """Queue ``pkt`` for retransmission; ``why`` (a loss, a timeout) goes to its EV."""
+        self._requeue(pkt, "rto" if why is EvInput.TIMEOUT else "loss")
         self.counters.lost += 1
-        if why is not None:  # an RTO's resend is a probe, not evidence of congestion
-            self.cc.on_loss(pkt.ev.plane, pkt.length, now)
-            self.evs.on_lost(pkt.ev, why, now)
+        self.cc.on_loss(pkt.ev.plane, pkt.length, now)
+        self.evs.on_lost(pkt.ev, why, now)
 
     def send_failed(self, psn: int, ev: int) -> None:
         """The local stack refused this transmission of ``psn`` on ``ev`` (its port is
@@ -478,6 +477,6 @@ class Sender:
         self._emit(events.RtoFired(now, self.conn, rto, self.rto_count))
         oldest = self.rack.on_rto(now)
         if oldest is not None:
-            self._lost(oldest, now, None)
+            self._lost(oldest, now, EvInput.TIMEOUT)
             self._rto_resend = True
         return True

@@ -214,29 +214,31 @@ def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_rep
 
 
 # -- RTO ------------------------------------------------------------------------------------
-def test_rto_resends_only_the_oldest_packet_and_blames_no_ev() -> None:
+def test_rto_resends_only_the_oldest_packet_and_marks_its_ev_assumed_bad() -> None:
+    """A timeout marks the EV of the timed-out packet ASSUMED_BAD (UEC, OCP mrc_ctl.h's EV
+    states); only that one: the packets after it say nothing yet."""
     fabric, conn, _ = established()
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)
     data = conn.datagrams_to_send(now)
     assert len(data) == 6
-    window = conn.cc.window
     timer = conn.get_timer()
     assert timer is not None
     assert timer == pytest.approx(now + conn.sender.rto)
     conn.handle_timer(timer)
     out = conn.datagrams_to_send(timer)
     log = drain(conn)
-    assert [type(e) for e in log] == [events.RtoFired, events.Retransmit]
+    assert [type(e) for e in log] == [events.RtoFired, events.PathRetired, events.Retransmit]
+    retired = log[1]
+    assert isinstance(retired, events.PathRetired)
+    assert (retired.ev, retired.reason) == (data[0].ev, "timeout")
     [resent] = out
     assert isinstance(resent.header, frames.DataHeader)
     assert psn(resent) == psn(data[0])
     assert resent.header.common.flags & Flags.RTX
     assert resent.ev != data[0].ev
-    # no EV blamed, no window cut
-    assert all(conn.evs.by_value[tx.ev].state is EvState.GOOD for tx in data)
-    assert all(conn.evs.by_value[tx.ev].lost == 0 for tx in data)
-    assert conn.cc.window == window
+    assert conn.evs.by_value[data[0].ev].state is EvState.ASSUMED_BAD
+    assert all(conn.evs.by_value[tx.ev].state is EvState.GOOD for tx in data[1:])
 
 
 def test_an_rto_resends_its_packet_with_no_window_left() -> None:
@@ -256,13 +258,18 @@ def test_an_rto_resends_its_packet_with_no_window_left() -> None:
     [resent] = conn.datagrams_to_send(timer)
     assert psn(resent) == psn(data[0])
     assert resent.header.common.flags & Flags.RTX
-    # one packet beyond the window per RTO, as TCP: the next resend waits for room
-    later = conn.get_timer()
-    assert later is not None
-    assert later > timer
-    conn.handle_timer(later)
-    [again] = conn.datagrams_to_send(later)
-    assert psn(again) == psn(data[1])
+    # one packet beyond the window per RTO, as TCP: the next resend waits for room (the
+    # timers before it probe the EV the first RTO retired)
+    later, again = timer, []
+    while not again:
+        t = conn.get_timer()
+        assert t is not None
+        assert t > later
+        later = t
+        conn.handle_timer(later)
+        again = [tx for tx in conn.datagrams_to_send(later) if opcode(tx) is not Opcode.PROBE]
+    assert conn.sender.rto_count == 2
+    assert [psn(tx) for tx in again] == [psn(data[1])]
     assert conn.datagrams_to_send(later) == []
 
 

@@ -1,23 +1,27 @@
-"""Rules of loss recovery whose breaking costs only speed, each pinned by a test that fails
-when the rule is broken (issue 39, item 7: three one-line mutations of the core passed the
-whole suite): the RTO's backoff restarts once data is acknowledged again (RFC 6298 5.7),
-a resend leaves its lost packet's EV for another one, and a PSN that arrives again above
-a hole is a duplicate (counted, answered at once), in the Python twin as in C."""
+"""Rules of loss recovery and path probing whose breaking costs only speed, each pinned by a
+test that fails when the rule is broken (issue 39, item 7: three one-line mutations of the
+core passed the whole suite): the RTO's backoff restarts once data is acknowledged again
+(RFC 6298 5.7), a resend leaves its lost packet's EV for another one, a PSN that arrives
+again above a hole is a duplicate (counted, answered at once), in the Python twin as in
+C; probes go in the data class and one clean reply readmits an EV."""
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any
 
 import pytest
 
 from mrc_transport import backend
 from mrc_transport.protocol import Connection, Transmit, events, rxplace
+from mrc_transport.protocol.ev import EvInput, EvSet, EvState
 from mrc_transport.protocol.rxplace import RxState
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import NackReason, Opcode
 from mrc_transport.wire.records import RX_DATA
 from tests.unit.helpers import SMALL_CFG, as_packet, drain, established, payload
+from tests.unit.helpers import paths as unit_paths
 
 
 def _data(txs: list[Transmit]) -> list[Transmit]:
@@ -126,3 +130,51 @@ def test_a_psn_again_above_a_hole_is_a_duplicate(twin: Any) -> None:
     assert int(st.highest) == 102
     # the first packet waits for the ack delay, the gap at 102 and the duplicate ask now
     assert sum(sacks) == 2
+
+
+def _probe_of(client: Connection, ev: Any) -> tuple[float, Transmit]:
+    """Run ``client``'s timers to its next probe of retired ``ev``: when, and the probe."""
+    while True:
+        t = client.get_timer()
+        assert t is not None
+        client.handle_timer(t)
+        for x in client.datagrams_to_send(t):
+            if x.header.common.opcode is Opcode.PROBE and x.ev == ev.value:
+                return t, x
+
+
+def test_probes_travel_in_the_data_class_and_one_clean_reply_readmits() -> None:
+    """A probe tests the path data takes, so it goes in the data class; its reply echoes
+    a CE mark, and only an unmarked (clean) reply readmits the EV: one is enough (UEC,
+    MRC; ``readmit_probes`` = 3 was the project's former rule)."""
+    fabric, client, server = established()
+    ev = client.evs.usable[0]
+    client.evs.apply(ev, EvInput.LOSS, fabric.now)
+    now, probe = _probe_of(client, ev)
+    assert probe.dscp == frames.DSCP_DATA
+    marked = as_packet(probe)
+    marked = frames.Packet(dataclasses.replace(marked.path, ecn=frames.Ecn.CE), marked.header, b"")
+    server.receive(marked, now)
+    [reply] = server.control_to_send()
+    assert reply.header.common.opcode is Opcode.PROBE_REPLY
+    assert reply.header.common.flags & frames.Flags.ECN_ECHO
+    assert reply.dscp == frames.DSCP_CONTROL
+    client.receive(as_packet(reply), now)
+    assert ev.state is EvState.ASSUMED_BAD  # answered, but busy: not clean
+    now, probe = _probe_of(client, ev)
+    server.receive(as_packet(probe), now)
+    [reply] = server.control_to_send()
+    assert not reply.header.common.flags & frames.Flags.ECN_ECHO
+    client.receive(as_packet(reply), now)
+    assert ev.state is EvState.GOOD
+
+
+def test_readmission_after_three_probes_is_an_option() -> None:
+    cfg = dataclasses.replace(SMALL_CFG, readmit_probes=3)
+    evs = EvSet(unit_paths(), cfg, random.Random(1), 1, lambda e: None)
+    ev = evs.usable[0]
+    evs.apply(ev, EvInput.LOSS, 0.0)
+    for k in range(3):
+        assert ev.state is EvState.ASSUMED_BAD
+        evs.probe_ok(ev, 1.0 + k)
+    assert ev.state is EvState.GOOD
