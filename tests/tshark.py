@@ -32,6 +32,7 @@ BODY_FIELDS = (
     *("mrc.psn", "mrc.msn", "mrc.msg_offset", "mrc.msg_len", "mrc.ts", "mrc.payload_len"),
     *("mrc.cum_psn", "mrc.sack_base", "mrc.bitmap", "mrc.sack.psn", "mrc.reflected_ev"),
     *("mrc.ooo_count", "mrc.rwnd_penalty", "mrc.rwnd", "mrc.nack_reason", "mrc.probe_id"),
+    *("mrc.rcvd_bytes", "mrc.service_time", "mrc.ports_down"),
     *("mrc.initial_psn", "mrc.mtu", "mrc.ev_count", "mrc.final_psn"),
 )
 ALL_FIELDS = (*COMMON_FIELDS, "mrc.ev", *BODY_FIELDS)

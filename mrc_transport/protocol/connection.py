@@ -160,6 +160,10 @@ class Connection:
         self._probes: dict[int, int] = {}
         self._probe_id = 0
         self._reply_plane: int | None = None
+        self._local_down: set[int] = set()
+        """Planes whose local NIC port is down: what our SACKs report (``ports_down``)."""
+        self._peer_down = 0
+        """The peer's ports down, as its latest SACK reported them (a bit per plane)."""
         self._drain_at = math.inf
         self._drain_len = 0.0
         self.drained = False
@@ -274,7 +278,7 @@ class Connection:
     def fill_burst(self, now: float, out: list[Outgoing], limit: int) -> int:
         """``burst_to_send`` into ``out`` with at most ``limit`` data packets; how many it
         added (an endpoint shares one burst among its connections)."""
-        out.extend(self.control_to_send())
+        out.extend(self.control_to_send(now))
         if not self.sending:
             return 0
         n = self.sender.fill(now, out, limit)
@@ -284,15 +288,16 @@ class Connection:
             self._move(ConnInput.DRAINED, now)
             self._retry_count, self._retry_at = 0, now
             self._send_close(now)
-            out.extend(self.control_to_send())
+            out.extend(self.control_to_send(now))
         return n
 
-    def control_to_send(self) -> list[Transmit]:
+    def control_to_send(self, now: float | None = None) -> list[Transmit]:
         """Only the control packets queued so far (SACKs, probe replies, handshakes): what
-        a receiver owes its peer now, without timers or new data."""
+        a receiver owes its peer now, without timers or new data. ``now`` (None: not
+        known) dates the owed SACK, for its service time."""
         if self._sack_owed and self.receiver is not None:
             self._sack_owed = False
-            self._control_tx(self.receiver.sack())
+            self._control_tx(self.receiver.sack(False, now, self._ports_down_bits()))
         out, self._control = self._control, []
         self.counters.packets_sent += len(out)
         return out
@@ -317,16 +322,21 @@ class Connection:
                 ev = self.evs.control_ev()
             self._control.append(replace(tx, path=ev.path, ev=ev.value))
 
-    def port_event(self, plane: int, up: bool, now: float) -> bool:
-        """The local port of ``plane`` went down or came back (a refused send, or the
-        link state the host announced). Down: its EVs are retired and, the first time,
-        every packet in flight on it is resent; up: probe it now rather than at the next
-        retry. Returns whether another plane is usable."""
+    def port_event(self, plane: int, up: bool, now: float, local: bool = True) -> bool:
+        """The local port of ``plane`` (``local``; else the peer's, as its SACK said) went
+        down or came back (a refused send, or the link state the host announced). Down:
+        its EVs are retired and, the first time, every packet in flight on it is resent;
+        up: probe it now rather than at the next retry. Returns whether another plane is
+        usable."""
         if up:
+            if local:
+                self._local_down.discard(plane)
             self.evs.port_up(plane, now)
             return True
+        if local:
+            self._local_down.add(plane)
         first = plane not in self.evs.ports_down
-        self.evs.port_down(plane, now)
+        self.evs.port_down(plane, now, "port" if local else "peer port")
         if not any(e.plane != plane for e in self.evs.usable):
             return False
         if first:
@@ -588,12 +598,13 @@ class Connection:
             self.counters.sacks_sent += 1
         self._sack_owed = not ce
         if ce:
-            self._control_tx(self.receiver.sack(ce))
+            self._control_tx(self.receiver.sack(ce, now, self._ports_down_bits()))
         else:
             self.receiver.owe_sack()
 
     def _sack(self, rec: RxRec, now: float) -> None:
-        """A SACK or ACK record (``SackField``): the sender books it."""
+        """A SACK or ACK record (``SackField``): the sender books it; the peer's ports down
+        take their planes out of use."""
         self._arrived(rec[SackField.SRC])
         if not self.sending:
             self.counters.wrong_state += 1
@@ -603,6 +614,33 @@ class Connection:
             rec[SackField.BITMAP], rec[SackField.EV], rec[SackField.TS], rec[SackField.RWND],
             now,
         )  # fmt: skip
+        down = rec[SackField.PORTS_DOWN]
+        if down != self._peer_down:
+            self._peer_ports(down, now)
+
+    def _ports_down_bits(self) -> int:
+        """Our NIC ports that are down, a bit per plane: the SACK's port status (paper
+        section 3: the peer stops using that plane at once)."""
+        bits = 0
+        for plane in self._local_down:
+            if 0 <= plane < 64:
+                bits |= 1 << plane
+        return bits
+
+    def _peer_ports(self, down: int, now: float) -> None:
+        """The peer's SACK reports its ports down as ``down``: a plane whose bit just went
+        up is out of use at once, as for our own port (its EVs retired, what is in flight
+        on it resent); one whose bit went clear is probed now (paper sections 3 and 5.2.2:
+        peers learn a NIC port loss from the SACK's port bitmap, not from losses)."""
+        was, self._peer_down = self._peer_down, down
+        for plane in self.evs.planes:
+            if not 0 <= plane < 64:
+                continue
+            bit = 1 << plane
+            if down & bit and not was & bit:
+                self.port_event(plane, False, now, local=False)
+            elif was & bit and not down & bit:
+                self.port_event(plane, True, now, local=False)
 
     def _on_sack(self, packet: frames.Packet, now: float) -> None:
         """A SACK or ACK ``receive`` did not take as a record: its header is not one."""

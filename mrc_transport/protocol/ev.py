@@ -457,10 +457,10 @@ class EvSet:
         """The sender's least and smoothed RTTs after a new sample (rtt.py)."""
         self.base_rtt, self.srtt = base_rtt, srtt
 
-    def port_down(self, plane: int, now: float) -> None:
-        """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py):
-        retire every EV leaving through it, backups first so none is promoted only to be
-        retired."""
+    def port_down(self, plane: int, now: float, reason: str = "port") -> None:
+        """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py), or
+        the peer's (``reason`` "peer port", its SACK said so): retire every EV of the
+        plane, backups first so none is promoted only to be retired."""
         if plane in self.ports_down:
             return
         self.ports_down[plane] = now + self.cfg.probe_after_rtts * self.probe_rtt
@@ -471,7 +471,7 @@ class EvSet:
         ]
         mine.sort(key=lambda e: e.role is Role.ACTIVE)
         for ev in mine:
-            self.apply(ev, EvInput.UNREACHABLE, now, "port")
+            self.apply(ev, EvInput.UNREACHABLE, now, reason)
 
     def port_up(self, plane: int, now: float) -> None:
         """The local port of ``plane`` is back (the host said so): probe it now rather

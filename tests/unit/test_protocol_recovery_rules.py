@@ -110,7 +110,7 @@ def test_a_psn_again_above_a_hole_is_a_duplicate(twin: Any) -> None:
     st = twin(seg, seg, 1 << 31, 16, 4, 100 * seg, 0.001, 100)
     conn, src = 7, bytes(16)
     recs = [
-        (RX_DATA, conn, src, 0x02, psn, 0, (psn - 100) * seg, 4 * seg, 9, 0, seg, 1, 0)
+        (RX_DATA, conn, src, 0x02, psn, 0, (psn - 100) * seg, 4 * seg, 9, 0, seg, 1, 0, 0)
         for psn in (100, 102, 102)
     ]
     view = memoryview(bytes(seg))
