@@ -39,10 +39,16 @@ class Config:
     scheduler: str = "random"
     """Spraying scheduler name: "random" (paper), "rr", "reps" (UET REPS)."""
     cc: str = "nscc"
-    """Congestion control name: "nscc" (UET NSCC, htsim) or "fixed"."""
-    cc_scope: str = "plane"
-    """"plane": one window per plane, each sized for its port (ours, cc/planes.py);
-    "connection": one window for the whole connection (UET)."""
+    """Congestion control name: "nscc" (UEC 1.0 section 3.6.13, htsim's constants),
+    "nscc-lab" (the project's NSCC before issue 39, for comparison) or "fixed"."""
+    trimming: bool = False
+    """The fabric trims instead of dropping: NSCC's target is then 0.75 base RTT and a
+    delay no longer triggers a quick adapt (htsim ``initNsccParams``)."""
+    cc_scope: str = "connection"
+    """"connection": one window for the whole connection and the planes loaded exactly
+    equally (UEC / MRC; the paper's section 4 keeps the planes' load equal to avoid false
+    incast); "plane": a window per plane, each sized for its port, a full plane skipped
+    and the planes weighted by their usable EVs and ECN marks (ours, cc/planes.py)."""
     fixed_window: int = 256 * 1024
     """Window of the "fixed" congestion control, bytes (ours)."""
     nic_rate_bps: float = 100e9
@@ -125,21 +131,22 @@ class Config:
     endpoint handles packets in batches and is scheduled in slices, so its min RTT sample
     is a lucky one and 1.5 x rate x min RTT cannot fill the pipe: io/endpoint.py sets
     1 ms, about the lab's gap between min RTT and RTT at low load; docs/measurements.md)."""
-    nscc_target_rtts: float = 1.0
-    """NSCC target queueing delay in base RTTs (htsim: 0.75 with trimming, 1.0 without;
-    the kernel does not trim)."""
+    nscc_target_rtts: float = 0.0
+    """NSCC target queueing delay in base RTTs; 0: by ``trimming``, 0.75 with it and 1.0
+    without (UEC / htsim)."""
     nscc_gamma: float = 0.8
     """NSCC multiplicative decrease gain (htsim)."""
     nscc_md_floor: float = 0.5
     """Largest multiplicative decrease: the window keeps at least this fraction (htsim)."""
     nscc_fi_mtus: float = 5.0
-    """NSCC fair increase in MSS per RTT (htsim fi = 5)."""
+    """NSCC fair increase in MSS per RTT, times BDP / htsim's reference BDP (htsim fi = 5)."""
     nscc_pi_bdp: float = 0.25
-    """NSCC proportional increase: at zero queueing delay the window grows by this
-    fraction of the BDP per RTT (ours; htsim scales alpha by BDP and target)."""
+    """"nscc-lab" only: at zero queueing delay its window grows by this fraction of the BDP
+    per RTT (ours; UEC's NSCC scales htsim's alpha by BDP and target instead)."""
     nscc_qa_targets: float = 4.0
     """Quick adapt when queueing delay exceeds this many targets (htsim)."""
     nscc_max_bdp: float = 1.5
     """Largest window in BDPs (htsim: 1.5)."""
-    nscc_delay_ewma: float = 0.125
-    """Weight of a new sample in the averaged queueing delay used by MD (ours)."""
+    nscc_delay_ewma: float = 0.0125
+    """Weight of a new sample in the averaged queueing delay used by MD (htsim
+    ``_delay_alpha``; "nscc-lab" uses 0.125)."""

@@ -133,7 +133,9 @@ class Connection:
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
         self.cc = PlaneWindows(cfg, self.evs.planes)
-        self.scheduler = make_scheduler(cfg.scheduler, rng, self.cc.alpha)
+        self.scheduler = make_scheduler(
+            cfg.scheduler, rng, self.cc.alpha, equal=cfg.cc_scope == "connection"
+        )
         self.initial_psn = rng.getrandbits(32)
         self.commons = Commons(conn)
         self.sender = Sender(
@@ -612,7 +614,7 @@ class Connection:
         self.sender.sack(
             rec[SackField.FLAGS], rec[SackField.CUM_PSN], rec[SackField.SACK_BASE],
             rec[SackField.BITMAP], rec[SackField.EV], rec[SackField.TS], rec[SackField.RWND],
-            now,
+            now, rec[SackField.SERVICE_TIME], rec[SackField.PENALTY],
         )  # fmt: skip
         down = rec[SackField.PORTS_DOWN]
         if down != self._peer_down:

@@ -37,7 +37,7 @@ from mrc_transport.wire.frames import NackReason
 
 from . import events
 from .cc.planes import PlaneWindows
-from .commons import ACK_REQ, ECN_ECHO, RTX, TS, Commons
+from .commons import ACK_REQ, ECN_ECHO, RESTORE_WINDOW, RTX, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
@@ -315,10 +315,12 @@ class Sender:
     # -- SACK ---------------------------------------------------------------------------
     def sack(
         self, bits: int, cum_psn: int, sack_base: int, bitmap: int, ev: int, ts: int,
-        rwnd: int, now: float,
+        rwnd: int, now: float, service: int = 0, penalty: int = 0,
     ) -> None:  # fmt: skip
         """Process a SACK, given as its fields (``bits``: its flags as an int; ``ev``: the
-        EV it reflects); a SACK for PSNs never sent is counted and ignored whole."""
+        EV it reflects; ``service``: ns its trigger waited at the receiver; ``penalty``:
+        the receiver's window penalty); a SACK for PSNs never sent is counted and ignored
+        whole."""
         cum = expand(cum_psn, self.snd_una)
         base = expand(sack_base, self.snd_una)
         top = base + bitmap.bit_length() - 1 if bitmap else base
@@ -333,7 +335,9 @@ class Sender:
             self.peer_rwnd = rwnd
         else:
             self.counters.sack_stale += 1
-        self._trigger(bits, ev, ts, acked, now)
+        self._trigger(bits, ev, ts, acked, now, service)
+        if penalty or bits & RESTORE_WINDOW:
+            self.cc.on_penalty(acked, penalty, bool(bits & RESTORE_WINDOW))
         self.rack.run_by(now)  # at the next decision: the burst's later SACKs first
 
     def _ack_cumulative(self, cum: int, now: float) -> None:
@@ -365,9 +369,13 @@ class Sender:
             self.counters.messages_acked += 1
             self._emit(_new_message_acked(now, self.conn, msg.msn, msg.length))
 
-    def _trigger(self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float) -> None:
+    def _trigger(
+        self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float, service: int
+    ) -> None:
         """What a SACK says of the packet that triggered it, sent on EV ``ev``: its RTT
-        and ECN echo, for that EV, its plane and the windows."""
+        and ECN echo, for that EV, its plane and the windows. The windows' delay signal
+        leaves out the ``service`` ns it waited at the receiver (UEC); the RTO's RTT
+        keeps them, since a resend waits for them too."""
         rtt = self._reflected_rtt(ts, now) if bits & TS else None
         ecn = bool(bits & ECN_ECHO)
         trigger = self.evs.by_value.get(ev)
@@ -376,7 +384,8 @@ class Sender:
         else:
             self._reflected(trigger, rtt, ecn, now)
         if acked or ecn:
-            self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
+            net = None if rtt is None else max(rtt - service * 1e-9, 0.0)
+            self.cc.on_sack(acked, trigger.plane if trigger else None, net, ecn, now)
         if acked:
             self.rto_count = 0
 
