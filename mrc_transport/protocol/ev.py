@@ -49,6 +49,21 @@ from . import events, transitions
 from .config import Config
 
 EV_BIT = 0x8000_0000  # EVs have bit 31 set: the UDP source port is >= 32768 (protocol.md)
+PLANE_SHIFT, PATH_SHIFT = 24, 16
+"""An EV's bits name its path, as the paper's and OCP's generated EVs do (OCP
+examples/mrc_ctl_gen_ev.md: a field per tier): bits 24-30 the plane (= the NIC port),
+bits 16-23 the path's index among its plane's paths (the T0 uplink, which is the T1 in a
+two-tier Clos), bits 0-15 entropy that tells the EVs of one path apart."""
+
+
+def ev_value(plane: int, path: int, entropy: int) -> int:
+    """The EV naming ``path`` (its index in its plane) of ``plane``, with ``entropy``."""
+    return EV_BIT | (plane & 0x7F) << PLANE_SHIFT | (path & 0xFF) << PATH_SHIFT | entropy & 0xFFFF
+
+
+def ev_fields(value: int) -> tuple[int, int, int]:
+    """(plane, path index in the plane, entropy) that an EV's bits name."""
+    return (value >> PLANE_SHIFT) & 0x7F, (value >> PATH_SHIFT) & 0xFF, value & 0xFFFF
 
 
 class EvState(enum.Enum):
@@ -260,14 +275,16 @@ class EvSet:
     # -- construction -------------------------------------------------------------------
     def _populate(self) -> None:
         by_plane = {p: [i for i, sp in enumerate(self.paths) if sp.plane == p] for p in self.planes}
+        # a path's index among its plane's paths, in the provider's order (T1 by T1)
+        index = {key: i for keys in by_plane.values() for i, key in enumerate(keys)}
         backup_quota = _spread(self.cfg.ev_backup, self.planes)
         for plane in self.planes:
-            keys = by_plane[plane]
+            keys = list(by_plane[plane])
             for n in range(self.quota[plane] + backup_quota[plane]):
                 if n % len(keys) == 0:
                     self.rng.shuffle(keys)
                 key = keys[n % len(keys)]
-                ev = Ev(self._new_value(), plane, self.paths[key], key)
+                ev = Ev(self._new_value(plane, index[key]), plane, self.paths[key], key)
                 self.by_value[ev.value] = ev
                 if n < self.quota[plane]:
                     self.active_count[plane] += 1
@@ -276,9 +293,10 @@ class EvSet:
                     ev.role = Role.BACKUP
                     self.backup[plane].append(ev)
 
-    def _new_value(self) -> int:
+    def _new_value(self, plane: int, path: int) -> int:
+        """A fresh EV whose bits name ``path`` of ``plane`` (``ev_value``)."""
         while True:
-            value = self.rng.getrandbits(31) | EV_BIT
+            value = ev_value(plane, path, self.rng.getrandbits(16))
             if value not in self.by_value:
                 return value
 

@@ -61,6 +61,10 @@ local f = {
     payload_len = ProtoField.uint32("mrc.payload_len", "Payload length", base.DEC),
     rtx_first_frame = ProtoField.framenum("mrc.rtx.first_frame", "First sent in frame"),
     rtx_first_ev = ProtoField.uint32("mrc.rtx.first_ev", "First sent on EV", base.HEX),
+    -- the path an EV names (protocol/ev.py ev_fields): plane, path index, entropy
+    ev_plane = ProtoField.uint8("mrc.ev.plane", "Plane (NIC port)", base.DEC),
+    ev_path = ProtoField.uint8("mrc.ev.path", "Path in plane (T0 uplink / T1)", base.DEC),
+    ev_entropy = ProtoField.uint16("mrc.ev.entropy", "Entropy", base.HEX),
     -- ACK / SACK
     cum_psn = ProtoField.uint32("mrc.cum_psn", "Cumulative PSN", base.DEC),
     sack_base = ProtoField.uint32("mrc.sack_base", "SACK base", base.DEC),
@@ -348,7 +352,13 @@ local function add_common(tree, tvb, ev)
     tree:add(f.dst_conn, tvb(4, 4))
     tree:add(f.src_conn, tvb(8, 4))
     if ev ~= nil then
-        tree:add(f.ev, ev):set_generated()
+        local item = tree:add(f.ev, ev)
+        item:set_generated()
+        local parts = { { f.ev_plane, math.floor(ev / 16777216) % 128 },
+            { f.ev_path, math.floor(ev / 65536) % 256 }, { f.ev_entropy, ev % 65536 } }
+        for _, part in ipairs(parts) do
+            item:add(part[1], part[2]):set_generated()
+        end
     end
     return flags
 end
