@@ -43,6 +43,7 @@ COMPILED = (
     f"{CORE}/cc/base.py",
     f"{CORE}/cc/fixed.py",
     f"{CORE}/cc/nscc.py",
+    f"{CORE}/cc/nscc_lab.py",
     f"{CORE}/cc/planes.py",
     f"{CORE}/rtt.py",
     f"{CORE}/rack.py",

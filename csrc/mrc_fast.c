@@ -44,7 +44,8 @@ enum {
     OP_CLOSE_ACK = 0x0C,
     NACK_REASON_MIN = 1,
     NACK_REASON_MAX = 5,
-    KNOWN_FLAGS = 0x0F,        /* RTX | TS | ECN_ECHO | ACK_REQ */
+    KNOWN_FLAGS = 0x1F,        /* RTX | TS | ECN_ECHO | ACK_REQ | RESTORE_WINDOW */
+    MAX_PENALTY = 127,         /* the SACK's window penalty: 7 bits (UEC) */
     BATCH_CHUNK = 64,          /* mmsghdr entries per sendmmsg/recvmmsg call */
 };
 
@@ -255,7 +256,7 @@ static size_t body_len(uint8_t opcode)
     case OP_WRITE_FIRST: case OP_WRITE_MIDDLE: case OP_WRITE_LAST: case OP_WRITE_ONLY:
         return 24;
     case OP_ACK: case OP_SACK:
-        return 36;
+        return 56;
     case OP_NACK: case OP_SETUP: case OP_SETUP_ACK:
         return 20;
     case OP_PROBE: case OP_PROBE_REPLY:
@@ -294,8 +295,12 @@ static void put_header(uint8_t *p, const struct mrc_header *h)
         put32(q + 16, h->ev);
         put64(q + 20, h->ts);
         put16(q + 28, h->ooo_count);
-        put16(q + 30, h->rwnd_penalty);
+        q[30] = h->rwnd_penalty;
+        q[31] = 0;
         put32(q + 32, h->rwnd);
+        put64(q + 36, h->rcvd_bytes);
+        put32(q + 44, h->service_time);
+        put64(q + 48, h->ports_down);
         break;
     case OP_NACK:
         put32(q, h->psn);
@@ -342,6 +347,8 @@ int mrc_encode_tmpl(char *out, size_t cap, const struct mrc_template *t,
 {
     if (hdr->opcode > OP_CLOSE_ACK || (payload_len && !is_data(hdr->opcode)))
         return MRC_E_ARG;
+    if ((hdr->opcode == OP_ACK || hdr->opcode == OP_SACK) && hdr->rwnd_penalty > MAX_PENALTY)
+        return MRC_E_ARG;                 /* a 7-bit field */
     size_t hlen = COMMON_LEN + body_len(hdr->opcode);
     size_t total = t->len + hlen + payload_len;
     if (total - IPV6_LEN > 0xffff)
@@ -375,7 +382,8 @@ int mrc_encode_data(char *out, size_t cap, const struct mrc_template *t,
 int mrc_encode_sack(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t cum_psn, uint32_t sack_base, uint64_t bitmap, uint32_t ev,
-                    uint64_t ts, uint16_t ooo_count, uint16_t rwnd_penalty, uint32_t rwnd)
+                    uint64_t ts, uint16_t ooo_count, uint8_t rwnd_penalty, uint32_t rwnd,
+                    uint64_t rcvd_bytes, uint32_t service_time, uint64_t ports_down)
 {
     if (opcode != OP_ACK && opcode != OP_SACK)
         return MRC_E_ARG;
@@ -383,6 +391,7 @@ int mrc_encode_sack(char *out, size_t cap, const struct mrc_template *t,
         .opcode = opcode, .flags = flags, .dst_conn = dst_conn, .src_conn = src_conn,
         .cum_psn = cum_psn, .sack_base = sack_base, .bitmap = bitmap, .ev = ev, .ts = ts,
         .ooo_count = ooo_count, .rwnd_penalty = rwnd_penalty, .rwnd = rwnd,
+        .rcvd_bytes = rcvd_bytes, .service_time = service_time, .ports_down = ports_down,
     };
     return mrc_encode_tmpl(out, cap, t, &h, NULL, 0);
 }
@@ -612,8 +621,11 @@ static void get_body(const uint8_t *q, struct mrc_header *h)
         h->ev = get32(q + 16);
         h->ts = get64(q + 20);
         h->ooo_count = get16(q + 28);
-        h->rwnd_penalty = get16(q + 30);
+        h->rwnd_penalty = q[30];
         h->rwnd = get32(q + 32);
+        h->rcvd_bytes = get64(q + 36);
+        h->service_time = get32(q + 44);
+        h->ports_down = get64(q + 48);
         break;
     case OP_NACK:
         h->psn = get32(q);
@@ -666,6 +678,8 @@ static int decode_mrc(struct cursor *c, struct mrc_decoded *d)
         CHECK(h->reason >= NACK_REASON_MIN && h->reason <= NACK_REASON_MAX, MRC_E_NACK_REASON);
     if (h->opcode == OP_ACK)
         CHECK(h->bitmap == 0, MRC_E_ACK_BITMAP);   /* an ACK is a SACK with nothing to add */
+    if (h->opcode == OP_ACK || h->opcode == OP_SACK)
+        CHECK(h->rwnd_penalty <= MAX_PENALTY, MRC_E_PENALTY);
     return MRC_OK;
 }
 
@@ -735,6 +749,10 @@ int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_m
             k->ev = h->ev;
             k->ts = h->ts;
             k->rwnd = h->rwnd;
+            k->rcvd_bytes = h->rcvd_bytes;
+            k->service_time = h->service_time;
+            k->ports_down = h->ports_down;
+            k->penalty = h->rwnd_penalty;
             continue;
         }
         struct mrc_rx_data *a = &r->body.data;

@@ -38,7 +38,8 @@ enum mrc_err {
     MRC_E_LAST_END = -47,
     MRC_E_NACK_REASON = -48,
     MRC_E_FLAGS = -49,
-    MRC_E_ACK_BITMAP = -50
+    MRC_E_ACK_BITMAP = -50,
+    MRC_E_PENALTY = -51
 };
 
 /* Everything outside the MRC header, for transmit. segments points at n_segments * 16
@@ -80,8 +81,11 @@ struct mrc_header {
     uint64_t bitmap;
     uint32_t ev;             /* SACK, NACK, PROBE, PROBE_REPLY: reflected EV */
     uint16_t ooo_count;
-    uint16_t rwnd_penalty;
+    uint8_t rwnd_penalty;    /* SACK: 7 bits, 0-127 */
     uint32_t rwnd;           /* SACK, SETUP */
+    uint64_t rcvd_bytes;     /* SACK: payload bytes the receiver took so far */
+    uint32_t service_time;   /* SACK: ns the receiver held the trigger */
+    uint64_t ports_down;     /* SACK: bit p set, the receiver's port of plane p is down */
     uint8_t reason;          /* NACK */
     uint32_t probe_id;
     uint32_t initial_psn;
@@ -134,7 +138,8 @@ int mrc_encode_data(char *out, size_t cap, const struct mrc_template *t,
 int mrc_encode_sack(char *out, size_t cap, const struct mrc_template *t,
                     uint8_t opcode, uint8_t flags, uint32_t dst_conn, uint32_t src_conn,
                     uint32_t cum_psn, uint32_t sack_base, uint64_t bitmap, uint32_t ev,
-                    uint64_t ts, uint16_t ooo_count, uint16_t rwnd_penalty, uint32_t rwnd);
+                    uint64_t ts, uint16_t ooo_count, uint8_t rwnd_penalty, uint32_t rwnd,
+                    uint64_t rcvd_bytes, uint32_t service_time, uint64_t ports_down);
 
 /* Encode one complete packet from a path and header. */
 int mrc_encode(char *out, size_t cap, const struct mrc_path *path,
@@ -240,8 +245,8 @@ struct mrc_rx_meta {
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
 
-/* One received datagram as the endpoint's receive loop reads it (104 bytes), the layout
- * mrc_transport/wire/records.py documents and reads with struct "=bxxxI16s10Q": kind,
+/* One received datagram as the endpoint's receive loop reads it (112 bytes), the layout
+ * mrc_transport/wire/records.py documents and reads with struct "=bxxxI16s11Q": kind,
  * dst_conn and source, then the body of its kind, its fields in the order the protocol
  * core takes them (Connection.receive_data, Connection.receive_sack). Every body field is
  * a uint64_t, so both bodies read as one Python struct. A data packet (MRC_RX_DATA) and a
@@ -259,6 +264,7 @@ struct mrc_rx_data {
     uint64_t payload_len;
     uint64_t ev;             /* source port << 16 | low 16 bits of the flow label */
     uint64_t ce;             /* 1 when the ECN field says Congestion Experienced */
+    uint64_t unused;
 };
 
 struct mrc_rx_sack {
@@ -269,7 +275,10 @@ struct mrc_rx_sack {
     uint64_t ev;             /* the EV it reflects */
     uint64_t ts;
     uint64_t rwnd;
-    uint64_t unused[3];
+    uint64_t rcvd_bytes;
+    uint64_t service_time;
+    uint64_t ports_down;
+    uint64_t penalty;
 };
 
 struct mrc_rx_rec {
@@ -361,6 +370,7 @@ struct mrc_rx_state {
     uint64_t trig_ev; /* the EV of the latest data packet (SACK's trigger) */
     uint64_t trig_ts; /* its timestamp */
     uint64_t trig_has_ts; /* 1 if it carried one */
+    double trig_at; /* when it arrived (the core's clock): the SACK's service time */
     uint64_t why; /* why the latest call stopped: MRC_RX_END ... */
     uint64_t sacks; /* data packets that made a SACK due (not those with CE) */
     uint64_t n_delivered; /* messages delivered, their slots in delivered */

@@ -23,8 +23,9 @@ static int64_t expand32(uint64_t wire, int64_t ref)
 }
 
 /* rxplace.py _note: d is the SACK's trigger. */
-static void note(struct mrc_rx_state *st, const struct mrc_rx_data *d)
+static void note(struct mrc_rx_state *st, const struct mrc_rx_data *d, double now)
 {
+    st->trig_at = now;
     st->trig_ev = d->ev;
     st->trig_ts = d->ts;
     st->trig_has_ts = (d->flags & TS_FLAG) != 0;
@@ -104,10 +105,10 @@ static void open_with_spare(struct mrc_rx_state *st, int64_t msn, uint64_t msg_l
 }
 
 /* rxplace.py _duplicate: counted, and a SACK due now (with CE: echoing it). */
-static int duplicate(struct mrc_rx_state *st, const struct mrc_rx_data *d)
+static int duplicate(struct mrc_rx_state *st, const struct mrc_rx_data *d, double now)
 {
     st->dup_packets++;
-    note(st, d);
+    note(st, d, now);
     if (d->ce)
         return MRC_RX_CE;
     st->sacks++;
@@ -130,7 +131,7 @@ static int placed(struct mrc_rx_state *st, struct mrc_rx_msg *m, const struct mr
         deliver(st);
     }
     st->since_sack += n;
-    note(st, d);
+    note(st, d, now);
     if (d->ce)
         return MRC_RX_CE; /* the core sends a SACK echoing it now */
     if (gap || (d->flags & ACK_REQ_FLAG) || st->since_sack >= st->sack_every_bytes) {
@@ -165,7 +166,7 @@ static int place_one(struct mrc_rx_state *st, const char *buf, const struct mrc_
         return MRC_RX_NEW_MESSAGE;
     st->packets++;
     if (dup)
-        return duplicate(st, d);
+        return duplicate(st, d, now);
     uint64_t n = d->payload_len;
     int64_t index = segment_index(st, d->msg_offset, d->msg_len, n);
     if (index < 0)

@@ -18,6 +18,7 @@ import pytest
 from scapy.layers.inet import UDP
 from scapy.packet import Packet as ScapyPacket
 
+from mrc_transport.protocol.ev import ev_fields
 from mrc_transport.wire import Packet, SackHeader
 from mrc_transport.wire.frames import SACK_BITMAP_BITS
 from mrc_transport.wire.scapy_layer import MRC
@@ -32,9 +33,11 @@ BODY_FIELDS = (
     *("mrc.psn", "mrc.msn", "mrc.msg_offset", "mrc.msg_len", "mrc.ts", "mrc.payload_len"),
     *("mrc.cum_psn", "mrc.sack_base", "mrc.bitmap", "mrc.sack.psn", "mrc.reflected_ev"),
     *("mrc.ooo_count", "mrc.rwnd_penalty", "mrc.rwnd", "mrc.nack_reason", "mrc.probe_id"),
+    *("mrc.rcvd_bytes", "mrc.service_time", "mrc.ports_down"),
     *("mrc.initial_psn", "mrc.mtu", "mrc.ev_count", "mrc.final_psn"),
 )
-ALL_FIELDS = (*COMMON_FIELDS, "mrc.ev", *BODY_FIELDS)
+EV_FIELDS = ("mrc.ev", "mrc.ev.plane", "mrc.ev.path", "mrc.ev.entropy")
+ALL_FIELDS = (*COMMON_FIELDS, *EV_FIELDS, *BODY_FIELDS)
 
 
 def require_tshark() -> str:
@@ -92,6 +95,9 @@ def expected_fields(packet: Packet) -> dict[str, list[int]]:
         "mrc.src_conn": [common.src_conn],
         "mrc.ev": [packet.path.ev],
     }
+    # the path the EV's bits name, as the core reads them (protocol/ev.py)
+    for name, value in zip(EV_FIELDS[1:], ev_fields(packet.path.ev), strict=True):
+        want[name] = [value]
     for field in dataclasses.fields(header):
         if field.name != "common":
             name = RENAMED.get(field.name, f"mrc.{field.name}")

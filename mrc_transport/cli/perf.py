@@ -47,12 +47,13 @@ def register(
     p.add_argument("--evs", type=int, default=128, help="active EVs per connection")
     p.add_argument("--planes", default=None, help="planes the sender uses, e.g. 0,2")
     p.add_argument("--encoding", choices=("usid", "srh"), default="usid")
-    p.add_argument("--cc", default="nscc", help="congestion control: nscc or fixed")
+    p.add_argument("--cc", default="nscc", help="congestion control: nscc (UEC), nscc-lab or fixed")
     p.add_argument(
         "--cc-scope",
-        choices=("plane", "connection"),
-        default="plane",
-        help="a window per plane (default) or one for the connection (UET)",
+        choices=("connection", "plane"),
+        default="connection",
+        help="one window for the connection, planes loaded equally (UEC/MRC, default), or "
+        "a window per plane with planes weighted by ECN (ours)",
     )
     p.add_argument("--scheduler", default="random", help="spraying scheduler: random, rr, reps")
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")

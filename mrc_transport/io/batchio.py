@@ -630,7 +630,7 @@ class CBurstEncoder(_EncodeBuffer):
                 n = _lib.mrc_encode_sack(
                     out, cap, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
                     k.cum_psn, k.sack_base, k.bitmap, k.ev, k.ts, k.ooo_count,
-                    k.rwnd_penalty, k.rwnd,
+                    k.rwnd_penalty, k.rwnd, k.rcvd_bytes, k.service_time, k.ports_down,
                 )  # fmt: skip
         except (OverflowError, TypeError) as exc:  # cffi's range checks, as wire.encode
             raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None

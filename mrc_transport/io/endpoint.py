@@ -234,7 +234,7 @@ class MrcEndpoint:
         """Send the SACKs (and other control packets) the core owes now, in the middle
         of a receive burst (io/receive.py). No timers run here, so a sender still books
         every SACK waiting in its socket before an RTO can fire."""
-        out = self.core.control_to_send()
+        out = self.core.control_to_send(self.clock())
         if out:
             self.tx.transmit(out)
 

@@ -65,11 +65,14 @@ def endpoint_config(opts: PerfOptions, paths_from: PathProvider) -> Config:
 
     mss = opts.mss or default_mss(opts.encoding)
     topo: Topology | None = getattr(paths_from, "topo", None)
-    nic_rate, delay = UNSHAPED_NIC_BPS, IO_HOST_DELAY
+    nic_rate, delay, trimming = UNSHAPED_NIC_BPS, IO_HOST_DELAY, False
     if topo is not None:  # the lab's real port rate bounds NSCC's window (Config docstring)
         nic_rate = float(topo.host_link.rate_bps * topo.planes)
         delay += lab_host_delay(topo, mss)
+        # a trimming fabric sets NSCC's target to 0.75 base RTT (Config.trimming)
+        trimming = topo.host_link.trim_at > 0 or topo.fabric_link.trim_at > 0
     return Config(
+        trimming=trimming,
         mss=mss,
         ev_count=opts.evs,
         cc=opts.cc,

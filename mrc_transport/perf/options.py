@@ -56,8 +56,8 @@ class PerfOptions:
     """--encoding: uSID destination or SRH."""
     cc: str = "nscc"
     """--cc: congestion control (protocol/cc)."""
-    cc_scope: str = "plane"
-    """--cc-scope: a window per plane or one per connection."""
+    cc_scope: str = "connection"
+    """--cc-scope: one window per connection (UEC/MRC) or a window per plane (ours)."""
     scheduler: str = "random"
     """--scheduler: spraying scheduler (protocol/scheduler.py)."""
     mss: int | None = None

@@ -13,6 +13,7 @@ TS: Final = int(Flags.TS)
 ACK_REQ: Final = int(Flags.ACK_REQ)
 ECN_ECHO: Final = int(Flags.ECN_ECHO)
 RTX: Final = int(Flags.RTX)
+RESTORE_WINDOW: Final = int(Flags.RESTORE_WINDOW)
 
 
 class Commons:

@@ -1,9 +1,11 @@
 """Every tunable of the protocol core, with where its default comes from.
 
-Sources: "paper" = the MRC/SRv6 paper and the MRC transport paper; "htsim" = the UET
-simulator's defaults (uet-htsim, NSCC and sender timers); "RFC n" = that RFC; "ours" = a
-choice of this project, usually because a userspace stack over the Linux kernel runs at
-RTTs of ~100 us to 10 ms rather than a NIC's few microseconds.
+Sources: "paper" = the MRC/SRv6 paper and the MRC transport paper; "OCP" = the OCP MRC 1.0
+API headers and examples (mrc.h, mrc_ctl.h, examples/); "UEC" = the UEC 1.0 transport
+specification (NSCC, section 3.6.13); "htsim" = the UET simulator's defaults (uet-htsim's
+uec.cpp); "RFC n" = that RFC; "ours" = a choice of this project where no published value
+exists, usually because a userspace stack over the Linux kernel runs at RTTs of ~100 us
+to 10 ms rather than a NIC's few microseconds.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ class Config:
     ev_backup: int = 32
     """Backup EVs per connection, spread equally over the planes (ours)."""
     ev_min_active: int = 4
-    """Floor of usable EVs: below it losses no longer retire EVs (paper's ev_min_active;
-    value ours)."""
+    """Floor of usable EVs: below it losses no longer retire EVs (OCP mrc_ctl.h's
+    ``ev_min_active``; value ours)."""
     skip_rotations: int = 1
     """Rotations of the active set an EV stays in SKIP after ECN or a trim (paper: one)."""
-    readmit_probes: int = 3
-    """Consecutive successful probes that readmit an ASSUMED_BAD EV (ours)."""
+    readmit_probes: int = 1
+    """Consecutive clean probe replies (no ECN echo) that readmit an ASSUMED_BAD EV (UEC /
+    MRC: one; 3, the project's former default, is an option)."""
     path_fail_threshold: int = 3
     """EVs of one SRv6 path retired in a row (no clean ack between) that retire every EV on
     that path: the core knows the EV -> path map, so one dead link costs a few packets, not
@@ -36,10 +39,16 @@ class Config:
     scheduler: str = "random"
     """Spraying scheduler name: "random" (paper), "rr", "reps" (UET REPS)."""
     cc: str = "nscc"
-    """Congestion control name: "nscc" (UET NSCC, htsim) or "fixed"."""
-    cc_scope: str = "plane"
-    """"plane": one window per plane, each sized for its port (ours, cc/planes.py);
-    "connection": one window for the whole connection (UET)."""
+    """Congestion control name: "nscc" (UEC 1.0 section 3.6.13, htsim's constants),
+    "nscc-lab" (the project's NSCC before issue 39, for comparison) or "fixed"."""
+    trimming: bool = False
+    """The fabric trims instead of dropping: NSCC's target is then 0.75 base RTT and a
+    delay no longer triggers a quick adapt (htsim ``initNsccParams``)."""
+    cc_scope: str = "connection"
+    """"connection": one window for the whole connection and the planes loaded exactly
+    equally (UEC / MRC; the paper's section 4 keeps the planes' load equal to avoid false
+    incast); "plane": a window per plane, each sized for its port, a full plane skipped
+    and the planes weighted by their usable EVs and ECN marks (ours, cc/planes.py)."""
     fixed_window: int = 256 * 1024
     """Window of the "fixed" congestion control, bytes (ours)."""
     nic_rate_bps: float = 100e9
@@ -56,8 +65,10 @@ class Config:
     sockets raises it to four packets (io/endpoint.py ``IO_SACK_PACKETS``)."""
     ack_delay: float = 50e-6
     """Longest the receiver holds back a SACK for received data (ours)."""
-    reorder_window: int = 4096
-    """PSNs the receiver accepts beyond its cumulative PSN (paper: MPR up to 4096)."""
+    reorder_window: int = 1024
+    """PSNs the receiver accepts beyond its cumulative PSN, and the sender's bound on the
+    PSNs in flight: OCP's MPR, which mrc.h counts in units of 128 PSNs; its example
+    (examples/mrc_qp.md) sets 8, 1024 PSNs."""
     max_message: int = 1 << 31
     """Largest message the receiver allocates a buffer for, bytes (ours)."""
     msn_window: int = 1024
@@ -76,20 +87,29 @@ class Config:
     them fired on the first window of most connections of an incast in the shaped lab
     (docs/measurements.md, bench/trim.py)."""
     min_rto: float = 1e-3
-    """Smallest retransmission timeout (htsim: 100 us for hardware; ours: 1 ms for a
-    userspace stack whose scheduling jitter is about that)."""
+    """Smallest retransmission timeout. OCP's ACK timeout is 1.024 us x 2^t (mrc.h; t = 8,
+    262 us, in examples/mrc_qp.md), htsim's least RTO 100 us; ours 1 ms (about t = 10),
+    the scheduling jitter of a userspace stack."""
     max_rto: float = 1.0
     """Largest retransmission timeout after backoff (ours)."""
-    max_rto_count: int = 12
-    """Consecutive RTOs after which the connection is declared failed (ours)."""
+    rto_linear: int = 7
+    """RTOs in a row at the same timeout before it doubles (OCP mrc.h ``retry.linear_cnt``,
+    7 in examples/mrc_qp.md)."""
+    max_rto_count: int = 19
+    """Consecutive RTOs after which the connection is declared failed: the ``rto_linear``
+    ones and 12 doubling ones (ours: OCP's example allows 25 exponential retries, which
+    mrc.h reads as never giving up)."""
     probe_after_rtts: float = 3.0
     """A retired EV is first probed this many probe RTTs after retirement; a probe RTT is
-    max(base RTT, srtt) (ev.py probe_rtt; htsim counts base RTTs)."""
-    probe_retry_rtts: float = 5.0
-    """An unanswered probe is retried after this many probe RTTs (htsim: base RTTs)."""
+    max(base RTT, srtt) (ev.py probe_rtt). Ours: no published value (htsim's 3 base RTTs
+    are its tail-loss probe's, SLEEK in uec.cpp, not an EV's)."""
+    probe_timeout: float = 2e-3
+    """An EV probe unanswered this long counts as failed and is retried (OCP
+    examples/mrc_ctl_ev_probes.md: 2 ms), or after 2 probe RTTs if that is longer (ours:
+    a userspace RTT reaches milliseconds)."""
     probe_next_rtts: float = 3.0
-    """After a successful probe the next one follows this many probe RTTs later (ours, like
-    the first probe)."""
+    """With ``readmit_probes`` above one, the next probe follows a reply this many probe
+    RTTs later (ours)."""
     setup_timeout: float = 10e-3
     """First SETUP / CLOSE retransmission timeout, doubled each time (ours)."""
     setup_retries: int = 8
@@ -111,21 +131,22 @@ class Config:
     endpoint handles packets in batches and is scheduled in slices, so its min RTT sample
     is a lucky one and 1.5 x rate x min RTT cannot fill the pipe: io/endpoint.py sets
     1 ms, about the lab's gap between min RTT and RTT at low load; docs/measurements.md)."""
-    nscc_target_rtts: float = 1.0
-    """NSCC target queueing delay in base RTTs (htsim: 0.75 with trimming, 1.0 without;
-    the kernel does not trim)."""
+    nscc_target_rtts: float = 0.0
+    """NSCC target queueing delay in base RTTs; 0: by ``trimming``, 0.75 with it and 1.0
+    without (UEC / htsim)."""
     nscc_gamma: float = 0.8
     """NSCC multiplicative decrease gain (htsim)."""
     nscc_md_floor: float = 0.5
     """Largest multiplicative decrease: the window keeps at least this fraction (htsim)."""
     nscc_fi_mtus: float = 5.0
-    """NSCC fair increase in MSS per RTT (htsim fi = 5)."""
+    """NSCC fair increase in MSS per RTT, times BDP / htsim's reference BDP (htsim fi = 5)."""
     nscc_pi_bdp: float = 0.25
-    """NSCC proportional increase: at zero queueing delay the window grows by this
-    fraction of the BDP per RTT (ours; htsim scales alpha by BDP and target)."""
+    """"nscc-lab" only: at zero queueing delay its window grows by this fraction of the BDP
+    per RTT (ours; UEC's NSCC scales htsim's alpha by BDP and target instead)."""
     nscc_qa_targets: float = 4.0
     """Quick adapt when queueing delay exceeds this many targets (htsim)."""
     nscc_max_bdp: float = 1.5
     """Largest window in BDPs (htsim: 1.5)."""
-    nscc_delay_ewma: float = 0.125
-    """Weight of a new sample in the averaged queueing delay used by MD (ours)."""
+    nscc_delay_ewma: float = 0.0125
+    """Weight of a new sample in the averaged queueing delay used by MD (htsim
+    ``_delay_alpha``; "nscc-lab" uses 0.125)."""

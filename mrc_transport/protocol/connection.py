@@ -133,7 +133,9 @@ class Connection:
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
         self.cc = PlaneWindows(cfg, self.evs.planes)
-        self.scheduler = make_scheduler(cfg.scheduler, rng, self.cc.alpha)
+        self.scheduler = make_scheduler(
+            cfg.scheduler, rng, self.cc.alpha, equal=cfg.cc_scope == "connection"
+        )
         self.initial_psn = rng.getrandbits(32)
         self.commons = Commons(conn)
         self.sender = Sender(
@@ -160,6 +162,10 @@ class Connection:
         self._probes: dict[int, int] = {}
         self._probe_id = 0
         self._reply_plane: int | None = None
+        self._local_down: set[int] = set()
+        """Planes whose local NIC port is down: what our SACKs report (``ports_down``)."""
+        self._peer_down = 0
+        """The peer's ports down, as its latest SACK reported them (a bit per plane)."""
         self._drain_at = math.inf
         self._drain_len = 0.0
         self.drained = False
@@ -274,7 +280,7 @@ class Connection:
     def fill_burst(self, now: float, out: list[Outgoing], limit: int) -> int:
         """``burst_to_send`` into ``out`` with at most ``limit`` data packets; how many it
         added (an endpoint shares one burst among its connections)."""
-        out.extend(self.control_to_send())
+        out.extend(self.control_to_send(now))
         if not self.sending:
             return 0
         n = self.sender.fill(now, out, limit)
@@ -284,15 +290,16 @@ class Connection:
             self._move(ConnInput.DRAINED, now)
             self._retry_count, self._retry_at = 0, now
             self._send_close(now)
-            out.extend(self.control_to_send())
+            out.extend(self.control_to_send(now))
         return n
 
-    def control_to_send(self) -> list[Transmit]:
+    def control_to_send(self, now: float | None = None) -> list[Transmit]:
         """Only the control packets queued so far (SACKs, probe replies, handshakes): what
-        a receiver owes its peer now, without timers or new data."""
+        a receiver owes its peer now, without timers or new data. ``now`` (None: not
+        known) dates the owed SACK, for its service time."""
         if self._sack_owed and self.receiver is not None:
             self._sack_owed = False
-            self._control_tx(self.receiver.sack())
+            self._control_tx(self.receiver.sack(False, now, self._ports_down_bits()))
         out, self._control = self._control, []
         self.counters.packets_sent += len(out)
         return out
@@ -317,16 +324,21 @@ class Connection:
                 ev = self.evs.control_ev()
             self._control.append(replace(tx, path=ev.path, ev=ev.value))
 
-    def port_event(self, plane: int, up: bool, now: float) -> bool:
-        """The local port of ``plane`` went down or came back (a refused send, or the
-        link state the host announced). Down: its EVs are retired and, the first time,
-        every packet in flight on it is resent; up: probe it now rather than at the next
-        retry. Returns whether another plane is usable."""
+    def port_event(self, plane: int, up: bool, now: float, local: bool = True) -> bool:
+        """The local port of ``plane`` (``local``; else the peer's, as its SACK said) went
+        down or came back (a refused send, or the link state the host announced). Down:
+        its EVs are retired and, the first time, every packet in flight on it is resent;
+        up: probe it now rather than at the next retry. Returns whether another plane is
+        usable."""
         if up:
+            if local:
+                self._local_down.discard(plane)
             self.evs.port_up(plane, now)
             return True
+        if local:
+            self._local_down.add(plane)
         first = plane not in self.evs.ports_down
-        self.evs.port_down(plane, now)
+        self.evs.port_down(plane, now, "port" if local else "peer port")
         if not any(e.plane != plane for e in self.evs.usable):
             return False
         if first:
@@ -408,12 +420,14 @@ class Connection:
     def _common(self, opcode: Opcode, flags: Flags = Flags.NONE) -> Common:
         return self.commons.get(opcode, int(flags))
 
-    def _control_tx(self, header: frames.Header, ev_value: int | None = None) -> None:
+    def _control_tx(
+        self, header: frames.Header, ev_value: int | None = None, dscp: int = frames.DSCP_CONTROL
+    ) -> None:
         if ev_value is None:
             ev = self.evs.control_ev(self._reply_plane)
         else:
             ev = self.evs.by_value[ev_value]
-        self._control.append(new_transmit(ev.path, ev.value, header, b"", frames.DSCP_CONTROL))
+        self._control.append(new_transmit(ev.path, ev.value, header, b"", dscp))
 
     def _setup_header(self, opcode: Opcode, ts: int) -> frames.SetupHeader:
         return frames.SetupHeader(
@@ -586,12 +600,13 @@ class Connection:
             self.counters.sacks_sent += 1
         self._sack_owed = not ce
         if ce:
-            self._control_tx(self.receiver.sack(ce))
+            self._control_tx(self.receiver.sack(ce, now, self._ports_down_bits()))
         else:
             self.receiver.owe_sack()
 
     def _sack(self, rec: RxRec, now: float) -> None:
-        """A SACK or ACK record (``SackField``): the sender books it."""
+        """A SACK or ACK record (``SackField``): the sender books it; the peer's ports down
+        take their planes out of use."""
         self._arrived(rec[SackField.SRC])
         if not self.sending:
             self.counters.wrong_state += 1
@@ -599,8 +614,35 @@ class Connection:
         self.sender.sack(
             rec[SackField.FLAGS], rec[SackField.CUM_PSN], rec[SackField.SACK_BASE],
             rec[SackField.BITMAP], rec[SackField.EV], rec[SackField.TS], rec[SackField.RWND],
-            now,
+            now, rec[SackField.SERVICE_TIME], rec[SackField.PENALTY],
         )  # fmt: skip
+        down = rec[SackField.PORTS_DOWN]
+        if down != self._peer_down:
+            self._peer_ports(down, now)
+
+    def _ports_down_bits(self) -> int:
+        """Our NIC ports that are down, a bit per plane: the SACK's port status (paper
+        section 3: the peer stops using that plane at once)."""
+        bits = 0
+        for plane in self._local_down:
+            if 0 <= plane < 64:
+                bits |= 1 << plane
+        return bits
+
+    def _peer_ports(self, down: int, now: float) -> None:
+        """The peer's SACK reports its ports down as ``down``: a plane whose bit just went
+        up is out of use at once, as for our own port (its EVs retired, what is in flight
+        on it resent); one whose bit went clear is probed now (paper sections 3 and 5.2.2:
+        peers learn a NIC port loss from the SACK's port bitmap, not from losses)."""
+        was, self._peer_down = self._peer_down, down
+        for plane in self.evs.planes:
+            if not 0 <= plane < 64:
+                continue
+            bit = 1 << plane
+            if down & bit and not was & bit:
+                self.port_event(plane, False, now, local=False)
+            elif was & bit and not down & bit:
+                self.port_event(plane, True, now, local=False)
 
     def _on_sack(self, packet: frames.Packet, now: float) -> None:
         """A SACK or ACK ``receive`` did not take as a record: its header is not one."""
@@ -618,8 +660,12 @@ class Connection:
         if not isinstance(h, frames.ProbeHeader) or self.receiver is None:
             self.counters.wrong_state += 1
             return
+        # the reply echoes a CE mark: a marked probe found the path busy (not clean)
+        flags = Flags.ECN_ECHO if packet.path.ecn == frames.Ecn.CE else Flags.NONE
         self._control_tx(
-            frames.ProbeHeader(self._common(Opcode.PROBE_REPLY), h.probe_id, packet.path.ev, h.ts)
+            frames.ProbeHeader(
+                self._common(Opcode.PROBE_REPLY, flags), h.probe_id, packet.path.ev, h.ts
+            )
         )
         if h.common.flags & Flags.ACK_REQ:
             self._queue_sack(now)
@@ -636,7 +682,8 @@ class Connection:
         self.counters.probe_replies += 1
         # a reply to an earlier probe of this EV, late because of a queue, still proves
         # the path works (ours): requiring the latest one starved readmission
-        self.evs.probe_ok(self.evs.by_value[value], now)
+        clean = not h.common.flags & Flags.ECN_ECHO
+        self.evs.probe_ok(self.evs.by_value[value], now, clean)
 
     def _on_close(self, packet: frames.Packet, now: float) -> None:
         h = packet.header
@@ -677,7 +724,9 @@ class Connection:
         header = frames.ProbeHeader(
             self._common(Opcode.PROBE, flags | Flags.TS), self._probe_id, 0, int(now * 1e9)
         )
-        self._control_tx(header, ev_value)
+        # in the data class (MRC): a probe tests the queues data meets, not the
+        # priority class that acknowledgements skip them in
+        self._control_tx(header, ev_value, frames.DSCP_DATA)
 
     def _arm_persist(self, now: float) -> None:
         """Zero-window probe: nothing in flight, data waiting, window closed."""

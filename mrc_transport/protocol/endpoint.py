@@ -172,11 +172,11 @@ class Endpoint:
             budget -= conn.fill_burst(now, out, share)
         return out
 
-    def control_to_send(self) -> list[Transmit]:
+    def control_to_send(self, now: float | None = None) -> list[Transmit]:
         """Every connection's queued control packets (Connection.control_to_send)."""
         out: list[Transmit] = []
         for conn in self.connections.values():
-            out.extend(conn.control_to_send())
+            out.extend(conn.control_to_send(now))
         return out
 
     def get_timer(self) -> float | None:

@@ -16,8 +16,9 @@ under the test suite (transitions.py).
   is skipped for one rotation of the active set (SKIP), then GOOD again.
 - An untrimmed loss or a timeout means the path may be broken: the EV is retired at once
   (ASSUMED_BAD) and replaced by a GOOD backup EV of the same plane. Retired EVs are probed
-  in the background (first after 3 RTTs, retried every 5: htsim, which counts base RTTs;
-  ours counts max(base RTT, smoothed RTT), see ``probe_rtt``) and readmitted after
+  in the background (first after 3 RTTs, ours, counted in max(base RTT, smoothed RTT),
+  see ``probe_rtt``; an unanswered probe retried after OCP's 2 ms probe timeout,
+  ``probe_wait``) and readmitted after
   ``readmit_probes`` consecutive successes into the active set; if that set is full, an EV
   of the plane's most crowded path steps back to the backup set.
 - ``path_fail_threshold`` retirements in a row on one SRv6 path retire every EV mapped to
@@ -48,6 +49,21 @@ from . import events, transitions
 from .config import Config
 
 EV_BIT = 0x8000_0000  # EVs have bit 31 set: the UDP source port is >= 32768 (protocol.md)
+PLANE_SHIFT, PATH_SHIFT = 24, 16
+"""An EV's bits name its path, as the paper's and OCP's generated EVs do (OCP
+examples/mrc_ctl_gen_ev.md: a field per tier): bits 24-30 the plane (= the NIC port),
+bits 16-23 the path's index among its plane's paths (the T0 uplink, which is the T1 in a
+two-tier Clos), bits 0-15 entropy that tells the EVs of one path apart."""
+
+
+def ev_value(plane: int, path: int, entropy: int) -> int:
+    """The EV naming ``path`` (its index in its plane) of ``plane``, with ``entropy``."""
+    return EV_BIT | (plane & 0x7F) << PLANE_SHIFT | (path & 0xFF) << PATH_SHIFT | entropy & 0xFFFF
+
+
+def ev_fields(value: int) -> tuple[int, int, int]:
+    """(plane, path index in the plane, entropy) that an EV's bits name."""
+    return (value >> PLANE_SHIFT) & 0x7F, (value >> PATH_SHIFT) & 0xFF, value & 0xFFFF
 
 
 class EvState(enum.Enum):
@@ -259,14 +275,16 @@ class EvSet:
     # -- construction -------------------------------------------------------------------
     def _populate(self) -> None:
         by_plane = {p: [i for i, sp in enumerate(self.paths) if sp.plane == p] for p in self.planes}
+        # a path's index among its plane's paths, in the provider's order (T1 by T1)
+        index = {key: i for keys in by_plane.values() for i, key in enumerate(keys)}
         backup_quota = _spread(self.cfg.ev_backup, self.planes)
         for plane in self.planes:
-            keys = by_plane[plane]
+            keys = list(by_plane[plane])
             for n in range(self.quota[plane] + backup_quota[plane]):
                 if n % len(keys) == 0:
                     self.rng.shuffle(keys)
                 key = keys[n % len(keys)]
-                ev = Ev(self._new_value(), plane, self.paths[key], key)
+                ev = Ev(self._new_value(plane, index[key]), plane, self.paths[key], key)
                 self.by_value[ev.value] = ev
                 if n < self.quota[plane]:
                     self.active_count[plane] += 1
@@ -275,9 +293,10 @@ class EvSet:
                     ev.role = Role.BACKUP
                     self.backup[plane].append(ev)
 
-    def _new_value(self) -> int:
+    def _new_value(self, plane: int, path: int) -> int:
+        """A fresh EV whose bits name ``path`` of ``plane`` (``ev_value``)."""
         while True:
-            value = self.rng.getrandbits(31) | EV_BIT
+            value = ev_value(plane, path, self.rng.getrandbits(16))
             if value not in self.by_value:
                 return value
 
@@ -456,10 +475,10 @@ class EvSet:
         """The sender's least and smoothed RTTs after a new sample (rtt.py)."""
         self.base_rtt, self.srtt = base_rtt, srtt
 
-    def port_down(self, plane: int, now: float) -> None:
-        """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py):
-        retire every EV leaving through it, backups first so none is promoted only to be
-        retired."""
+    def port_down(self, plane: int, now: float, reason: str = "port") -> None:
+        """The local port of ``plane`` is down (a NIC port is a plane, srv6/path.py), or
+        the peer's (``reason`` "peer port", its SACK said so): retire every EV of the
+        plane, backups first so none is promoted only to be retired."""
         if plane in self.ports_down:
             return
         self.ports_down[plane] = now + self.cfg.probe_after_rtts * self.probe_rtt
@@ -470,7 +489,7 @@ class EvSet:
         ]
         mine.sort(key=lambda e: e.role is Role.ACTIVE)
         for ev in mine:
-            self.apply(ev, EvInput.UNREACHABLE, now, "port")
+            self.apply(ev, EvInput.UNREACHABLE, now, reason)
 
     def port_up(self, plane: int, now: float) -> None:
         """The local port of ``plane`` is back (the host said so): probe it now rather
@@ -502,6 +521,12 @@ class EvSet:
         port restore; docs/measurements.md; ours)."""
         return max(self.base_rtt, self.srtt)
 
+    @property
+    def probe_wait(self) -> float:
+        """How long a probe's reply is waited for: OCP's EV probe timeout (2 ms), or two
+        probe RTTs where a userspace RTT is longer (ours)."""
+        return max(self.cfg.probe_timeout, 2 * self.probe_rtt)
+
     def next_probe_time(self) -> float:
         """Earliest probe deadline of a retired EV or a dead port (inf: none)."""
         down, t = self.ports_down, math.inf
@@ -516,14 +541,14 @@ class EvSet:
         """Retired EVs whose probe is due; an unanswered previous probe counts as failed.
 
         Behind a port that is down every EV fails alike, so that port gets one probe
-        every ``probe_retry_rtts`` x ``probe_rtt`` (on its EVs in turn) instead of one per EV:
+        every ``probe_wait`` (on its EVs in turn) instead of one per EV:
         64 EVs probed into a dead port cost a refused send each (ours)."""
         down = self.ports_down
         due = [e for e in self.retired.values() if e.next_probe <= now and e.plane not in down]
         for plane, t in down.items():
             if t > now:
                 continue
-            down[plane] = now + self.cfg.probe_retry_rtts * self.probe_rtt
+            down[plane] = now + self.probe_wait
             behind = [e for e in self.retired.values() if e.plane == plane]
             if behind:
                 due.append(min(behind, key=lambda e: e.next_probe))
@@ -531,14 +556,15 @@ class EvSet:
             if ev.probe_id:
                 ev.probe_ok = 0
                 ev.probe_fails += 1
-            # htsim retries every 5 base RTTs; ours every 5 probe_rtt, doubled per
-            # unanswered probe (up to 8x) so a long-dead path costs less
+            # retried after the probe timeout, doubled per unanswered probe (up to 8x,
+            # ours) so a long-dead path costs less
             backoff = 1 << min(ev.probe_fails, 3)
-            ev.next_probe = now + self.cfg.probe_retry_rtts * self.probe_rtt * backoff
+            ev.next_probe = now + self.probe_wait * backoff
         return due
 
-    def probe_ok(self, ev: Ev, now: float) -> None:
-        """A probe reply came back for ``ev``."""
+    def probe_ok(self, ev: Ev, now: float, clean: bool = True) -> None:
+        """A probe reply came back for ``ev``; ``clean``: its probe arrived unmarked. A
+        marked one shows the path works but is busy: it readmits nothing yet."""
         ev.probes_ok += 1
         ev.probe_id = 0
         ev.probe_fails = 0
@@ -549,7 +575,7 @@ class EvSet:
                     e.next_probe, e.probe_id, e.probe_fails = now, 0, 0
         if ev.state is not EvState.ASSUMED_BAD:
             return
-        ev.probe_ok += 1
+        ev.probe_ok = ev.probe_ok + 1 if clean else 0
         if ev.probe_ok >= self.cfg.readmit_probes:
             self.apply(ev, EvInput.PROBES_ENOUGH, now)
         else:

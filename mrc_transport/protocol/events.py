@@ -65,7 +65,8 @@ class PathRetired(Event):
     plane: int
     """Its plane."""
     reason: str
-    """"loss", "timeout", "path" (its SRv6 path failed on other EVs) or "denied"."""
+    """"loss", "timeout", "path" (its SRv6 path failed on other EVs), "port" (our NIC
+    port of its plane is down), "peer port" (the peer's is, its SACK said) or "denied"."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from mrc_transport.wire.frames import Opcode
 from mrc_transport.wire.records import DataField, RxRec
 
 from . import events, rxplace
-from .commons import ECN_ECHO, TS, Commons
+from .commons import ECN_ECHO, RESTORE_WINDOW, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .rxstate import RxTaken
@@ -96,6 +96,8 @@ class Receiver:
         self._packets = 0
         self._sacks = 0
         self.advertised = cfg.rcvbuf
+        self._penalized = False
+        """The latest SACK carried a window penalty: the first without says so (RW)."""
 
     # -- the placement's state, as the receiver's -----------------------------------------
     @property
@@ -269,8 +271,23 @@ class Receiver:
         nothing left to do until then (a deadline left in the past would fire again)."""
         self.s.ack_deadline = math.inf
 
-    def sack(self, ce: bool = False) -> frames.SackHeader:
-        """A SACK of the current state reflecting the last trigger."""
+    @property
+    def penalty(self) -> int:
+        """The SACK's window penalty, 0-127 (UEC's 7 bits): zero while the application
+        holds at most half of ``rcvbuf``, then growing to 127 as it fills the rest, so
+        the sender slows before the window closes (ours: where the penalty starts)."""
+        half = self.cfg.rcvbuf // 2
+        over = int(self.s.held) - half
+        if over <= 0 or half <= 0:
+            return 0
+        return min(frames.MAX_PENALTY, over * (frames.MAX_PENALTY + 1) // half)
+
+    def sack(
+        self, ce: bool = False, now: float | None = None, ports_down: int = 0
+    ) -> frames.SackHeader:
+        """A SACK of the current state reflecting the last trigger, built at ``now`` (its
+        service time: how long the trigger waited here; 0 when not known); ``ports_down``:
+        this host's NIC ports that are down, a bit per plane."""
         s = self.s
         cum, highest = int(s.cum), int(s.highest)
         base = max(cum, highest - (SACK_BITMAP_BITS - 1))
@@ -280,7 +297,11 @@ class Receiver:
             for i in range(highest - base + 1):
                 if ooo[(base + i) & mask]:
                     bitmap |= 1 << i
-        bits = (TS if int(s.trig_has_ts) else 0) | (ECN_ECHO if ce else 0)
+        penalty = self.penalty
+        restore = RESTORE_WINDOW if self._penalized and not penalty else 0
+        self._penalized = penalty > 0
+        bits = (TS if int(s.trig_has_ts) else 0) | (ECN_ECHO if ce else 0) | restore
+        service = 0 if now is None else int((now - float(s.trig_at)) * 1e9)
         s.since_sack = 0
         s.ack_deadline = math.inf
         self.advertised = self.rwnd
@@ -292,6 +313,9 @@ class Receiver:
             int(s.trig_ev),
             int(s.trig_ts),
             min(int(s.ooo_count), 0xFFFF),
-            0,
+            penalty,
             self.advertised,
+            self.counters.bytes_received,
+            min(max(service, 0), MASK32),
+            ports_down,
         )

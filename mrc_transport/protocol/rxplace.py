@@ -245,7 +245,7 @@ def _place_one(st: RxState, buf: memoryview, rec: RxRec, conn: int, now: float) 
         return NEW_MESSAGE
     st.packets += 1
     if dup:
-        return _duplicate(st, rec)
+        return _duplicate(st, rec, now)
     off, n = rec[DataField.MSG_OFFSET], rec[DataField.PAYLOAD_LEN]
     index = segment_index(st, off, msg_len, n)
     if index < 0:
@@ -289,16 +289,17 @@ def _open_with_spare(st: RxState, msn: int, msg_len: int) -> None:
     st.open_message(slot, msn, spare_buf, segs)
 
 
-def _note(st: RxState, rec: RxRec) -> None:
+def _note(st: RxState, rec: RxRec, now: float) -> None:
     """``rec`` is the SACK's trigger: its EV and timestamp."""
     st.trig_ev, st.trig_ts = rec[DataField.EV], rec[DataField.TS]
     st.trig_has_ts = 1 if rec[DataField.FLAGS] & TS_FLAG else 0
+    st.trig_at = now
 
 
-def _duplicate(st: RxState, rec: RxRec) -> int:
+def _duplicate(st: RxState, rec: RxRec, now: float) -> int:
     """A duplicate PSN: counted, and a SACK due now (with CE: echoing it)."""
     st.dup_packets += 1
-    _note(st, rec)
+    _note(st, rec, now)
     if rec[DataField.CE]:
         return CE
     st.sacks += 1
@@ -320,7 +321,7 @@ def _placed(st: RxState, m: RxMsg, rec: RxRec, psn: int, n: int, now: float) -> 
         m.state = MSG_DONE
         _deliver(st)
     st.since_sack += n
-    _note(st, rec)
+    _note(st, rec, now)
     if ce:
         return CE
     if gap or rec[DataField.FLAGS] & ACK_REQ_FLAG or st.since_sack >= st.sack_every_bytes:

@@ -98,6 +98,7 @@ STATE: Final = (
     Field("trig_ev", "uint64_t", "the EV of the latest data packet (SACK's trigger)"),
     Field("trig_ts", "uint64_t", "its timestamp"),
     Field("trig_has_ts", "uint64_t", "1 if it carried one"),
+    Field("trig_at", "double", "when it arrived (the core's clock): the SACK's service time"),
     *TAKEN,
     Field("delivered", "uint32_t[MRC_RX_MAX_DELIVERED]", "slots of the messages delivered"),
     Field("opened", "uint32_t[MRC_RX_MAX_DELIVERED]", "slots of messages opened with spares"),

@@ -24,11 +24,16 @@ class Scheduler:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
+    def __init__(
+        self, rng: random.Random, marked: dict[int, float] | None = None, equal: bool = True
+    ) -> None:
         self.rng = rng
         self.marked: dict[int, float] = {} if marked is None else marked
         """Per plane: the moving average of the ECN echoes among its SACKs (the sender's
         windows keep it, cc/planes.py; read only here)."""
+        self.equal = equal
+        """Load every plane with a usable EV equally (paper section 4); else weigh the
+        planes by their usable EVs and ECN marks (ours, with a window per plane)."""
 
     def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
         """An EV for the next packet, on none of the planes ``full`` if possible
@@ -68,20 +73,23 @@ class Credit:
 
 class RandomScheduler(Scheduler):
     """Pseudo-random over the usable EVs of a plane (paper: every packet a different random
-    EV), the planes in smooth weighted round robin by their usable EVs (ours).
+    EV), the planes in smooth weighted round robin: equal weights (paper section 4), or
+    with a window per plane their usable EVs (ours).
 
     Picking the plane at random as well would give each plane the same share on average,
     but at full load each NIC port is then a queue whose arrivals are a random walk around
     its drain rate: the queue wanders deep, and the packets behind it arrive so late that
     they are declared lost; planes in turn keep every port's queue short
-    (docs/measurements.md, "The sender's design figures"). The weights keep the paper's
-    property that a plane with retired EVs gets less traffic.
+    (docs/measurements.md, "The sender's design figures"). With weights by usable EVs a
+    plane with retired EVs gets less traffic (the per-plane option).
     """
 
     name = "random"
 
-    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
-        super().__init__(rng, marked)
+    def __init__(
+        self, rng: random.Random, marked: dict[int, float] | None = None, equal: bool = True
+    ) -> None:
+        super().__init__(rng, marked, equal)
         self._credit: list[Credit] = []  # one per plane, in the order of EvSet.planes
         self._of: EvSet | None = None  # the EV set they are for
         self._random = rng.random  # compiled, a bound method kept saves a lookup a packet
@@ -112,10 +120,11 @@ class RandomScheduler(Scheduler):
             n = len(c.usable)
             if not n or (skip and c.plane in skip):  # most picks skip none: no hashing
                 continue
-            # a plane whose SACKs are mostly marked has no clean EV left to skip to:
-            # its weight falls with the marked fraction (cc/planes.py; ours)
-            m = marked.get(c.plane)
-            weight = n * (1.0 - m) if m is not None else float(n)
+            # equal planes (paper section 4: unequal load makes false incast); or, with
+            # a window per plane, a plane whose SACKs are mostly marked has no clean EV
+            # left to skip to: its weight falls with the marked fraction (ours)
+            m = 0.0 if self.equal else marked.get(c.plane, 0.0)
+            weight = 1.0 if self.equal else n * (1.0 - m)
             total += weight
             c.value += weight
             if top is None or c.value > top.value:
@@ -131,8 +140,10 @@ class RoundRobinScheduler(Scheduler):
 
     name = "rr"
 
-    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
-        super().__init__(rng, marked)
+    def __init__(
+        self, rng: random.Random, marked: dict[int, float] | None = None, equal: bool = True
+    ) -> None:
+        super().__init__(rng, marked, equal)
         self._i = 0
 
     def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
@@ -153,8 +164,10 @@ class RepsScheduler(RandomScheduler):
 
     name = "reps"
 
-    def __init__(self, rng: random.Random, marked: dict[int, float] | None = None) -> None:
-        super().__init__(rng, marked)
+    def __init__(
+        self, rng: random.Random, marked: dict[int, float] | None = None, equal: bool = True
+    ) -> None:
+        super().__init__(rng, marked, equal)
         self._clean: deque[Ev] = deque(maxlen=256)
 
     def pick(self, evs: EvSet, avoid: Ev | None = None, full: Collection[int] = ()) -> Ev:
@@ -176,10 +189,11 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 
 
 def make_scheduler(
-    name: str, rng: random.Random, marked: dict[int, float] | None = None
+    name: str, rng: random.Random, marked: dict[int, float] | None = None, equal: bool = True
 ) -> Scheduler:
-    """The scheduler registered under ``name``, weighing planes by ``marked``."""
+    """The scheduler registered under ``name``: planes loaded ``equal``ly, or weighed by
+    their usable EVs and ``marked``."""
     try:
-        return SCHEDULERS[name](rng, marked)
+        return SCHEDULERS[name](rng, marked, equal)
     except KeyError:
         raise ValueError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}") from None

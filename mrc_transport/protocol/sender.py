@@ -17,10 +17,10 @@ in a burst may acknowledge what an earlier one alone would call lost (docs/measu
 "The sender's design figures"). A lost packet's EV goes ASSUMED_BAD and the packet is
 queued for retransmission.
 
-An RTO (RFC 6298) resends the oldest packet in flight on another EV, at once, and blames
-no EV: with spraying it means that nothing sent after that packet was acknowledged, which
-is no one EV's fault (ours; docs/protocol.md, "RTO"). The connection ends after
-more than ``max_rto_count`` RTOs in a row.
+An RTO (RFC 6298) resends the oldest packet in flight on another EV, at once, and marks
+that packet's EV ASSUMED_BAD, as the UEC and OCP EV state machines do on a timeout: one
+probe readmits it if it was only the peer's stall (docs/protocol.md, "RTO"). The
+connection ends after more than ``max_rto_count`` RTOs in a row.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from mrc_transport.wire.frames import NackReason
 
 from . import events
 from .cc.planes import PlaneWindows
-from .commons import ACK_REQ, ECN_ECHO, RTX, TS, Commons
+from .commons import ACK_REQ, ECN_ECHO, RESTORE_WINDOW, RTX, TS, Commons
 from .config import Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
@@ -101,9 +101,15 @@ class Sender:
 
     # -- RTT ----------------------------------------------------------------------------
     @property
+    def backoff(self) -> int:
+        """Doublings of the RTO: one per RTO in a row after the first ``rto_linear``, which
+        keep the same timeout (OCP mrc.h's linear, then exponential, retries)."""
+        return max(0, self.rto_count - self.cfg.rto_linear)
+
+    @property
     def path_rto(self) -> float:
         """The RTO of the RTT estimates, backed off for the RTOs in a row (rtt.py)."""
-        return self.rtt.rto(self.rto_count)
+        return self.rtt.rto(self.backoff)
 
     @property
     def rto(self) -> float:
@@ -112,7 +118,7 @@ class Sender:
         rto = self.path_rto
         if self.rtt.data_sampled:
             return rto
-        return min(max(rto, math.ldexp(self.cfg.first_rto, self.rto_count)), self.cfg.max_rto)
+        return min(max(rto, math.ldexp(self.cfg.first_rto, self.backoff)), self.cfg.max_rto)
 
     @property
     def srtt(self) -> float | None:
@@ -309,10 +315,12 @@ class Sender:
     # -- SACK ---------------------------------------------------------------------------
     def sack(
         self, bits: int, cum_psn: int, sack_base: int, bitmap: int, ev: int, ts: int,
-        rwnd: int, now: float,
+        rwnd: int, now: float, service: int = 0, penalty: int = 0,
     ) -> None:  # fmt: skip
         """Process a SACK, given as its fields (``bits``: its flags as an int; ``ev``: the
-        EV it reflects); a SACK for PSNs never sent is counted and ignored whole."""
+        EV it reflects; ``service``: ns its trigger waited at the receiver; ``penalty``:
+        the receiver's window penalty); a SACK for PSNs never sent is counted and ignored
+        whole."""
         cum = expand(cum_psn, self.snd_una)
         base = expand(sack_base, self.snd_una)
         top = base + bitmap.bit_length() - 1 if bitmap else base
@@ -327,7 +335,9 @@ class Sender:
             self.peer_rwnd = rwnd
         else:
             self.counters.sack_stale += 1
-        self._trigger(bits, ev, ts, acked, now)
+        self._trigger(bits, ev, ts, acked, now, service)
+        if penalty or bits & RESTORE_WINDOW:
+            self.cc.on_penalty(acked, penalty, bool(bits & RESTORE_WINDOW))
         self.rack.run_by(now)  # at the next decision: the burst's later SACKs first
 
     def _ack_cumulative(self, cum: int, now: float) -> None:
@@ -359,9 +369,13 @@ class Sender:
             self.counters.messages_acked += 1
             self._emit(_new_message_acked(now, self.conn, msg.msn, msg.length))
 
-    def _trigger(self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float) -> None:
+    def _trigger(
+        self, bits: int, ev: int, ts: int, acked: dict[int, int], now: float, service: int
+    ) -> None:
         """What a SACK says of the packet that triggered it, sent on EV ``ev``: its RTT
-        and ECN echo, for that EV, its plane and the windows."""
+        and ECN echo, for that EV, its plane and the windows. The windows' delay signal
+        leaves out the ``service`` ns it waited at the receiver (UEC); the RTO's RTT
+        keeps them, since a resend waits for them too."""
         rtt = self._reflected_rtt(ts, now) if bits & TS else None
         ecn = bool(bits & ECN_ECHO)
         trigger = self.evs.by_value.get(ev)
@@ -370,7 +384,8 @@ class Sender:
         else:
             self._reflected(trigger, rtt, ecn, now)
         if acked or ecn:
-            self.cc.on_sack(acked, trigger.plane if trigger else None, rtt, ecn, now)
+            net = None if rtt is None else max(rtt - service * 1e-9, 0.0)
+            self.cc.on_sack(acked, trigger.plane if trigger else None, net, ecn, now)
         if acked:
             self.rto_count = 0
 
@@ -396,7 +411,7 @@ class Sender:
 
     # -- losses -------------------------------------------------------------------------
     def _detect_losses(self, now: float) -> None:
-        lost = self.rack.detect_losses(now, self.cc.max_window(), self.mss, self.rto_count)
+        lost = self.rack.detect_losses(now, self.cc.max_window(), self.mss, self.backoff)
         for pkt in lost:
             self._lost(pkt, now, EvInput.LOSS)
 
@@ -407,13 +422,12 @@ class Sender:
         self.cc.gone(pkt.ev.plane, pkt.length)
         heapq.heappush(self._rtx, (0 if cause == "trimmed" else 1, pkt.psn))
 
-    def _lost(self, pkt: SentPacket, now: float, why: EvInput | None) -> None:
-        """Queue ``pkt`` for retransmission; ``why`` (None: no EV to blame) goes to its EV."""
-        self._requeue(pkt, "rto" if why is None else "loss")
+    def _lost(self, pkt: SentPacket, now: float, why: EvInput) -> None:
+        """Queue ``pkt`` for retransmission; ``why`` (a loss, a timeout) goes to its EV."""
+        self._requeue(pkt, "rto" if why is EvInput.TIMEOUT else "loss")
         self.counters.lost += 1
-        if why is not None:  # an RTO's resend is a probe, not evidence of congestion
-            self.cc.on_loss(pkt.ev.plane, pkt.length, now)
-            self.evs.on_lost(pkt.ev, why, now)
+        self.cc.on_loss(pkt.ev.plane, pkt.length, now)
+        self.evs.on_lost(pkt.ev, why, now)
 
     def send_failed(self, psn: int, ev: int) -> None:
         """The local stack refused this transmission of ``psn`` on ``ev`` (its port is
@@ -472,6 +486,6 @@ class Sender:
         self._emit(events.RtoFired(now, self.conn, rto, self.rto_count))
         oldest = self.rack.on_rto(now)
         if oldest is not None:
-            self._lost(oldest, now, None)
+            self._lost(oldest, now, EvInput.TIMEOUT)
             self._rto_resend = True
         return True

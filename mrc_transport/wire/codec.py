@@ -26,6 +26,7 @@ from mrc_transport.wire.frames import (
     FLAGS_BY_VALUE,
     IPV6_HEADER_LEN,
     KNOWN_FLAGS,
+    MAX_PENALTY,
     MRC_VERSION,
     TRIM_REASONS,
     UDP_HEADER_LEN,
@@ -66,7 +67,9 @@ _COMMON = struct.Struct("!BBBxII")  # version, opcode, flags, reserved, dst_conn
 # Opcode bodies after the common header, fields in the dataclasses' order.
 _BODY_FORMATS: dict[type[Any], str] = {
     DataHeader: "IIIIQ",  # psn, msn, msg_offset, msg_len, ts
-    SackHeader: "IIQIQHHI",  # cum_psn, sack_base, bitmap, ev, ts, ooo, penalty, rwnd
+    # cum_psn, sack_base, bitmap, ev, ts, ooo, penalty, 1 reserved, rwnd, rcvd_bytes,
+    # service_time, ports_down
+    SackHeader: "IIQIQHBxIQIQ",
     NackHeader: "IB3xIQ",  # psn, reason, 3 reserved, ev, ts
     ProbeHeader: "IIQ",  # probe_id, ev, ts
     SetupHeader: "IIHHQ",  # initial_psn, rwnd, mtu, ev_count, ts
@@ -83,6 +86,9 @@ _BODY_FIELDS: dict[type[Any], tuple[str, ...]] = {
         "ooo_count",
         "rwnd_penalty",
         "rwnd",
+        "rcvd_bytes",
+        "service_time",
+        "ports_down",
     ),
     NackHeader: ("psn", "reason", "ev", "ts"),
     ProbeHeader: ("probe_id", "ev", "ts"),
@@ -222,6 +228,8 @@ def encode(path: PathHeader, header: Header, payload: bytes | memoryview = b"") 
         raise ValueError(f"opcode {common.opcode!r} does not go with {kind.__name__}")
     if payload and kind is not DataHeader:
         raise ValueError(f"{kind.__name__} carries no payload")
+    if kind is SackHeader and header.rwnd_penalty > MAX_PENALTY:  # type: ignore[union-attr]
+        raise ValueError(f"SackHeader: rwnd_penalty {header.rwnd_penalty} > {MAX_PENALTY}")  # type: ignore[union-attr]
     t = _template(path)
     udp_len = encoder.l4.size + len(payload)
     body = encoder.body(header)
@@ -315,6 +323,8 @@ def _decode_header(
         values = (values[0], reason, *values[2:])
     elif op is Opcode.ACK and values[2]:
         raise BadPacket("bad_field", f"ACK with a non-zero bitmap {values[2]:#x}")
+    elif kind is SackHeader and values[6] > MAX_PENALTY:
+        raise BadPacket("bad_field", f"window penalty {values[6]} > {MAX_PENALTY} (7 bits)")
     header: Header = kind(Common(op, FLAGS_BY_VALUE[flags], dst_conn, src_conn), *values)
     if kind is DataHeader:
         _data_rules(header, end - off, dscp in TRIM_REASONS)  # type: ignore[arg-type]

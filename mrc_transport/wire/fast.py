@@ -35,6 +35,7 @@ from mrc_transport.wire import codec
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     FLAGS_BY_VALUE,
+    MAX_PENALTY,
     CloseHeader,
     Common,
     DataHeader,
@@ -97,6 +98,7 @@ _ERRORS: dict[int, tuple[str, str]] = {
     lib.MRC_E_LAST_END: ("bad_message", "last segment does not end at msg_len"),
     lib.MRC_E_NACK_REASON: ("bad_field", "unknown NACK reason"),
     lib.MRC_E_ACK_BITMAP: ("bad_field", "ACK with a non-zero bitmap"),
+    lib.MRC_E_PENALTY: ("bad_field", "window penalty above 127 (7 bits)"),
 }
 
 _OPCODE_CLASS: dict[int, type[Any]] = {
@@ -117,7 +119,7 @@ _OPCODE_CLASS: dict[int, type[Any]] = {
 # Body layouts after the 12-byte common header (docs/protocol.md), dataclass field order.
 _BODIES: dict[type[Any], struct.Struct] = {
     DataHeader: struct.Struct("!IIIIQ"),
-    SackHeader: struct.Struct("!IIQIQHHI"),
+    SackHeader: struct.Struct("!IIQIQHBxIQIQ"),
     NackHeader: struct.Struct("!IB3xIQ"),
     ProbeHeader: struct.Struct("!IIQ"),
     SetupHeader: struct.Struct("!IIHHQ"),
@@ -342,12 +344,14 @@ def encode(path: PathHeader, header: Header, payload: Buffer = b"") -> bytes:
             length = _c_encode_sack(
                 buf, _MAX_PACKET, template, c.opcode, c.flags, c.dst_conn, c.src_conn,
                 s.cum_psn, s.sack_base, s.bitmap, s.ev, s.ts, s.ooo_count, s.rwnd_penalty,
-                s.rwnd,
+                s.rwnd, s.rcvd_bytes, s.service_time, s.ports_down,
             )  # fmt: skip
     except (OverflowError, TypeError) as exc:  # cffi's range checks; struct.error in codec
         raise ValueError(f"{kind.__name__}: a field is out of range ({exc})") from None
-    if length < 0:  # MRC_E_ARG: a wrong opcode, or an IPv6 payload over 65535 bytes
+    if length < 0:  # MRC_E_ARG: a wrong opcode, a penalty over 7 bits, or too long
         _check_header(kind, header, payload)
+        if kind is SackHeader and s.rwnd_penalty > MAX_PENALTY:
+            raise ValueError(f"SackHeader: rwnd_penalty {s.rwnd_penalty} > {MAX_PENALTY}")
         raise ValueError(f"{kind.__name__}: packet too long (IPv6 payload length > 65535)")
     packet: bytes = _ffi_unpack(buf, length)
     return packet

@@ -23,13 +23,14 @@ IPV6_HEADER_LEN = 40
 UDP_HEADER_LEN = 8
 COMMON_HEADER_LEN = 12
 DATA_HEADER_LEN = COMMON_HEADER_LEN + 24  # psn, msn, msg_offset, msg_len, ts
-SACK_HEADER_LEN = COMMON_HEADER_LEN + 36
+SACK_HEADER_LEN = COMMON_HEADER_LEN + 56
 NACK_HEADER_LEN = COMMON_HEADER_LEN + 20
 PROBE_HEADER_LEN = COMMON_HEADER_LEN + 16
 SETUP_HEADER_LEN = COMMON_HEADER_LEN + 20
 CLOSE_HEADER_LEN = COMMON_HEADER_LEN + 4
 
 SACK_BITMAP_BITS = 64
+MAX_PENALTY = 127  # the SACK's window penalty is a 7-bit field (UEC)
 
 
 class Opcode(enum.IntEnum):
@@ -63,9 +64,10 @@ class Flags(enum.IntFlag):
     TS = 0x02  # the timestamp field is valid
     ECN_ECHO = 0x04  # (SACK/ACK/NACK) the acknowledged packet arrived with CE
     ACK_REQ = 0x08  # (data) the sender asks for an immediate SACK (last of a burst)
+    RESTORE_WINDOW = 0x10  # (SACK) the receiver's window penalty is over: restore the window
 
 
-KNOWN_FLAGS = int(Flags.RTX | Flags.TS | Flags.ECN_ECHO | Flags.ACK_REQ)
+KNOWN_FLAGS = int(Flags.RTX | Flags.TS | Flags.ECN_ECHO | Flags.ACK_REQ | Flags.RESTORE_WINDOW)
 FLAGS_BY_VALUE: tuple[Flags, ...] = tuple(Flags(v) for v in range(KNOWN_FLAGS + 1))
 """Every combination of the known flag bits, indexed by its value. On per-packet paths a
 lookup here replaces ``Flags(v)`` or an IntFlag ``|``, which go through the enum
@@ -155,9 +157,19 @@ class SackHeader:
     ooo_count: int
     """16-bit count of packets received out of order since the last cumulative advance."""
     rwnd_penalty: int
-    """16-bit receiver window penalty, in units of 1/65536 of the window (0 = none)."""
+    """7-bit receiver window penalty, 0-127 (UEC): the sender takes penalty/128 of the
+    bytes this SACK acknowledges off its window (0 = none)."""
     rwnd: int
     """Receive window in bytes beyond cum_psn that the sender may have in flight."""
+    rcvd_bytes: int = 0
+    """64-bit count of payload bytes the receiver took so far (htsim's recvd_bytes): what
+    arrived between two SACKs even when SACKs are lost."""
+    service_time: int = 0
+    """Nanoseconds the receiver held the triggering packet before this SACK left (OCP's
+    service time, UEC's): the sender takes it out of the RTT's queueing delay."""
+    ports_down: int = 0
+    """64-bit bitmap of the receiver's NIC ports that are down, bit p = the port of plane p
+    (the paper's port status update, section 3): the sender stops using that plane."""
 
 
 @dataclass(frozen=True, slots=True)

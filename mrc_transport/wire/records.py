@@ -12,15 +12,16 @@ so a field is added here (its name, its slot) and in the C struct, then read whe
 
 * data packet (``RX_DATA``, ``DataField``): flags, psn, msn, msg_offset, msg_len, ts,
   where its payload is in the burst's buffer (offset, length), the EV it arrived on and
-  its CE mark;
+  its CE mark, and one zero slot;
 * SACK or ACK (``RX_SACK``, ``SackField``): flags, cumulative PSN, SACK base, bitmap, the
-  EV it reflects, ts, window (``Sender.sack``'s arguments), and three zero slots;
+  EV it reflects, ts, window, received bytes, service time, the ports down and the
+  window penalty (``Sender.sack``'s arguments);
 * anything else (``RX_OTHER``: other control packets, trimmed stubs, malformed or cut
   datagrams): only its kind, the rest zero (``OTHER_REC``); the endpoint decodes it one
   at a time, which names what is wrong with a bad one (or NACKs a stub).
 
 ``RX_REC`` is struct mrc_rx_rec (csrc/mrc_fast.h): the head, then each kind's body as
-ten uint64_t (a C union), so one struct format reads both kinds
+eleven uint64_t (a C union), so one struct format reads both kinds
 (tests/unit/test_batchio_records.py holds the two layouts equal field by field).
 """
 
@@ -57,6 +58,7 @@ class DataField:
     """The EV it arrived on: UDP source port << 16 | the flow label's low 16 bits."""
     CE: Final = 12
     """1 when its ECN field says Congestion Experienced (RFC 3168 section 5), else 0."""
+    UNUSED: Final = 13
 
 
 class SackField:
@@ -73,6 +75,10 @@ class SackField:
     """The EV the SACK reflects (the one the data packet it answers arrived on)."""
     TS: Final = 8
     RWND: Final = 9
+    RCVD_BYTES: Final = 10
+    SERVICE_TIME: Final = 11
+    PORTS_DOWN: Final = 12
+    PENALTY: Final = 13
 
 
 def layout(fields: type) -> dict[str, int]:
@@ -81,12 +87,12 @@ def layout(fields: type) -> dict[str, int]:
     return {name.lower(): i for name, i in vars(fields).items() if name.isupper()}
 
 
-RxRec = tuple[int, int, bytes, int, int, int, int, int, int, int, int, int, int]
-"""One received datagram: (kind, dst_conn, 16-byte source, then the ten slots of its
+RxRec = tuple[int, int, bytes, int, int, int, int, int, int, int, int, int, int, int]
+"""One received datagram: (kind, dst_conn, 16-byte source, then the eleven slots of its
 kind's body); ``DataField`` and ``SackField`` name each slot."""
-RX_REC: Final = struct.Struct("=bxxxI16s10Q")
+RX_REC: Final = struct.Struct("=bxxxI16s11Q")
 """struct mrc_rx_rec (csrc/mrc_fast.h)."""
-OTHER_REC: Final[RxRec] = (RX_OTHER, 0, bytes(16), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+OTHER_REC: Final[RxRec] = (RX_OTHER, 0, bytes(16), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 """A record of kind ``RX_OTHER``: its datagram is decoded one at a time."""
 
 RxMeta = tuple[int, int, int, int, int, bytes, bytes]
@@ -105,12 +111,12 @@ def record_of(h: Header, ev: int, ce: int, src: bytes, at: int, size: int) -> Rx
         c = h.common
         return (
             RX_SACK, c.dst_conn, src, int(c.flags), h.cum_psn, h.sack_base, h.bitmap, h.ev,
-            h.ts, h.rwnd, 0, 0, 0,
+            h.ts, h.rwnd, h.rcvd_bytes, h.service_time, h.ports_down, h.rwnd_penalty,
         )  # fmt: skip
     if type(h) is not DataHeader:
         return OTHER_REC
     c = h.common
     return (
         RX_DATA, c.dst_conn, src, int(c.flags), h.psn, h.msn, h.msg_offset, h.msg_len, h.ts,
-        at, size, ev, ce,
+        at, size, ev, ce, 0,
     )  # fmt: skip

@@ -32,7 +32,7 @@ from mrc_transport.wire.frames import MRC_UDP_PORT, MRC_VERSION, NackReason, Opc
 _OPCODE_NAMES = {int(op): op.name for op in Opcode}
 _REASON_NAMES = {int(reason): reason.name for reason in NackReason}
 # FlagsField lists bit names from the least significant bit (frames.Flags).
-_FLAG_NAMES = ["RTX", "TS", "ECN_ECHO", "ACK_REQ"]
+_FLAG_NAMES = ["RTX", "TS", "ECN_ECHO", "ACK_REQ", "RESTORE_WINDOW"]
 
 
 class MRCData(Packet):
@@ -66,8 +66,12 @@ class MRCSack(_ControlBody):
         XIntField("ev", 0),
         LongField("ts", 0),
         ShortField("ooo_count", 0),
-        ShortField("rwnd_penalty", 0),
+        ByteField("rwnd_penalty", 0),
+        ByteField("reserved", 0),
         IntField("rwnd", 0),
+        LongField("rcvd_bytes", 0),
+        IntField("service_time", 0),
+        XLongField("ports_down", 0),
     ]
 
 

@@ -13,7 +13,7 @@ local mrc = Proto("mrc", "Multipath Reliable Connection")
 local DEFAULT_PORT = 4791 -- RoCEv2's port, which MRC keeps (docs/protocol.md, "UDP header")
 local VERSION = 1
 local COMMON = 12 -- common header bytes
-local KNOWN_FLAGS = 0x0F
+local KNOWN_FLAGS = 0x1F
 local TWO32 = 4294967296
 
 local OPCODES = {
@@ -44,7 +44,9 @@ local f = {
     flag_ts = ProtoField.bool("mrc.flags.ts", "TS (timestamp valid)", 8, nil, 0x02),
     flag_ecn_echo = ProtoField.bool("mrc.flags.ecn_echo", "ECN_ECHO (CE received)", 8, nil, 0x04),
     flag_ack_req = ProtoField.bool("mrc.flags.ack_req", "ACK_REQ (SACK now)", 8, nil, 0x08),
-    flag_unknown = ProtoField.uint8("mrc.flags.unknown", "Unknown bits", base.HEX, nil, 0xF0),
+    flag_restore_window = ProtoField.bool("mrc.flags.restore_window",
+        "RESTORE_WINDOW (penalty over)", 8, nil, 0x10),
+    flag_unknown = ProtoField.uint8("mrc.flags.unknown", "Unknown bits", base.HEX, nil, 0xE0),
     reserved = ProtoField.uint8("mrc.reserved", "Reserved", base.HEX),
     dst_conn = ProtoField.uint32("mrc.dst_conn", "Destination connection", base.HEX),
     src_conn = ProtoField.uint32("mrc.src_conn", "Source connection", base.HEX),
@@ -59,6 +61,10 @@ local f = {
     payload_len = ProtoField.uint32("mrc.payload_len", "Payload length", base.DEC),
     rtx_first_frame = ProtoField.framenum("mrc.rtx.first_frame", "First sent in frame"),
     rtx_first_ev = ProtoField.uint32("mrc.rtx.first_ev", "First sent on EV", base.HEX),
+    -- the path an EV names (protocol/ev.py ev_fields): plane, path index, entropy
+    ev_plane = ProtoField.uint8("mrc.ev.plane", "Plane (NIC port)", base.DEC),
+    ev_path = ProtoField.uint8("mrc.ev.path", "Path in plane (T0 uplink / T1)", base.DEC),
+    ev_entropy = ProtoField.uint16("mrc.ev.entropy", "Entropy", base.HEX),
     -- ACK / SACK
     cum_psn = ProtoField.uint32("mrc.cum_psn", "Cumulative PSN", base.DEC),
     sack_base = ProtoField.uint32("mrc.sack_base", "SACK base", base.DEC),
@@ -66,8 +72,12 @@ local f = {
     sack_psn = ProtoField.uint32("mrc.sack.psn", "Acknowledged PSN", base.DEC),
     reflected_ev = ProtoField.uint32("mrc.reflected_ev", "Reflected EV", base.HEX),
     ooo_count = ProtoField.uint16("mrc.ooo_count", "Out-of-order count", base.DEC),
-    rwnd_penalty = ProtoField.uint16("mrc.rwnd_penalty", "Window penalty (1/65536)", base.DEC),
+    rwnd_penalty = ProtoField.uint8("mrc.rwnd_penalty", "Window penalty (0-127)", base.DEC),
+    sack_reserved = ProtoField.uint8("mrc.sack_reserved", "Reserved", base.HEX),
     rwnd = ProtoField.uint32("mrc.rwnd", "Receive window (bytes)", base.DEC),
+    rcvd_bytes = ProtoField.uint64("mrc.rcvd_bytes", "Bytes received", base.DEC),
+    service_time = ProtoField.uint32("mrc.service_time", "Service time (ns)", base.DEC),
+    ports_down = ProtoField.uint64("mrc.ports_down", "Ports down (bit per plane)", base.HEX),
     -- NACK
     nack_reason = ProtoField.uint8("mrc.nack_reason", "Reason", base.DEC, NACK_REASONS),
     nack_reserved = ProtoField.uint24("mrc.nack_reserved", "Reserved", base.HEX),
@@ -113,9 +123,10 @@ mrc.prefs.udp_port = Pref.uint("UDP port", DEFAULT_PORT, "UDP destination port o
 local LAYOUTS = {
     data = { size = 24, { f.psn, 0, 4 }, { f.msn, 4, 4 }, { f.msg_offset, 8, 4 },
         { f.msg_len, 12, 4 }, { f.ts, 16, 8 } },
-    sack = { size = 36, { f.cum_psn, 0, 4 }, { f.sack_base, 4, 4 }, { f.bitmap, 8, 8 },
+    sack = { size = 56, { f.cum_psn, 0, 4 }, { f.sack_base, 4, 4 }, { f.bitmap, 8, 8 },
         { f.reflected_ev, 16, 4 }, { f.ts, 20, 8 }, { f.ooo_count, 28, 2 },
-        { f.rwnd_penalty, 30, 2 }, { f.rwnd, 32, 4 } },
+        { f.rwnd_penalty, 30, 1 }, { f.sack_reserved, 31, 1 }, { f.rwnd, 32, 4 },
+        { f.rcvd_bytes, 36, 8 }, { f.service_time, 44, 4 }, { f.ports_down, 48, 8 } },
     nack = { size = 20, { f.psn, 0, 4 }, { f.nack_reason, 4, 1 }, { f.nack_reserved, 5, 3 },
         { f.reflected_ev, 8, 4 }, { f.ts, 12, 8 } },
     probe = { size = 16, { f.probe_id, 0, 4 }, { f.reflected_ev, 4, 4 }, { f.ts, 8, 8 } },
@@ -210,6 +221,7 @@ local function add_flags(tree, tvb)
     item:add(f.flag_ts, tvb(2, 1))
     item:add(f.flag_ecn_echo, tvb(2, 1))
     item:add(f.flag_ack_req, tvb(2, 1))
+    item:add(f.flag_restore_window, tvb(2, 1))
     if flags > KNOWN_FLAGS then
         item:add(f.flag_unknown, tvb(2, 1))
     end
@@ -287,6 +299,8 @@ local function finish_sack(ctx)
     add_sack_psns(ctx.items[f.bitmap], body, psns)
     if ctx.opcode == 0x04 and #psns > 0 then
         report(ctx, e.bad_field, "ACK with a non-zero bitmap")
+    elseif body(30, 1):uint() > 127 then
+        report(ctx, e.bad_field, "Window penalty " .. body(30, 1):uint() .. " > 127 (7 bits)")
     end
     local text = string.format("%s Cum=%d", OPCODES[ctx.opcode], body(0, 4):uint())
     if #psns > 0 then
@@ -338,7 +352,13 @@ local function add_common(tree, tvb, ev)
     tree:add(f.dst_conn, tvb(4, 4))
     tree:add(f.src_conn, tvb(8, 4))
     if ev ~= nil then
-        tree:add(f.ev, ev):set_generated()
+        local item = tree:add(f.ev, ev)
+        item:set_generated()
+        local parts = { { f.ev_plane, math.floor(ev / 16777216) % 128 },
+            { f.ev_path, math.floor(ev / 65536) % 256 }, { f.ev_entropy, ev % 65536 } }
+        for _, part in ipairs(parts) do
+            item:add(part[1], part[2]):set_generated()
+        end
     end
     return flags
 end
@@ -386,7 +406,7 @@ local function check_common(ctx)
     end
     if ctx.flags > KNOWN_FLAGS then
         report(ctx, e.bad_field, string.format("Unknown flag bits 0x%02x",
-            ctx.flags - ctx.flags % 16))
+            ctx.flags - ctx.flags % 32))
     end
     return KIND[ctx.opcode]
 end

@@ -226,14 +226,16 @@ NFT_MARK = """table inet mrcperftest {
 
 
 def test_ecn_on_one_plane_shifts_traffic(lab: str, tmp_path: Path) -> None:
-    """90% of plane 0's packets marked (no queue behind the marks): the transfer moves to
-    plane 1 (paper: "ECN moved one of them away with no throughput loss"). It runs at
-    80 Mbit/s, under plane 1's port rate, so there is room to move to; at line rate
-    every plane is full and the marked one keeps what its one-MSS window carries."""
+    """With a window per plane (the option; by default the planes stay equally loaded,
+    paper section 4): 90% of plane 0's packets marked (no queue behind the marks), the
+    transfer moves to plane 1 (paper: "ECN moved one of them away with no throughput
+    loss"). It runs at 80 Mbit/s, under plane 1's port rate, so there is room to move to;
+    at line rate every plane is full and the marked one keeps what its one-MSS window
+    carries."""
     sw = "t0-p0-1"  # the sender's T0 in plane 0: marks everything it sends up
     subprocess.run([*ns_cmd(lab, sw), "nft", "-f", "-"], input=NFT_MARK, text=True, check=True)
     try:
-        rc, doc = one_shot(lab, tmp_path, "-n", "20M", "-b", "80M")
+        rc, doc = one_shot(lab, tmp_path, "-n", "20M", "-b", "80M", "--cc-scope", "plane")
     finally:
         subprocess.run(
             [*ns_cmd(lab, sw), "nft", "delete", "table", "inet", "mrcperftest"], check=True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mrc_transport.protocol import Config, events
 from mrc_transport.protocol.ev import EvState
 
@@ -46,8 +48,9 @@ def test_silent_path_death_costs_a_handful_of_packets_then_readmission() -> None
     assert len({e.ev for e in back}) >= len(on_path) // 2
     assert back
     cfg = run.conn.cfg  # the slowest probe schedule: backed-off retry, then the successes
-    bound = cfg.probe_retry_rtts * 8 + cfg.probe_next_rtts * cfg.readmit_probes + 2
-    assert min(e.time for e in back) - t_back < bound * run.conn.evs.probe_rtt
+    evs = run.conn.evs
+    bound = evs.probe_wait * 8 + evs.probe_rtt * (cfg.probe_next_rtts * cfg.readmit_probes + 2)
+    assert min(e.time for e in back) - t_back < bound
     assert dead.data_packets - data_before > 100
 
 
@@ -113,9 +116,15 @@ def test_n_equal_paths_give_about_n_times_one_path() -> None:
     assert four / one > 0.8 * 4
 
 
-def test_two_connections_share_fairly() -> None:
+@pytest.mark.parametrize(
+    ("cc", "fair"),
+    # measured, seeds 5-7: UEC's NSCC 0.939-1.000 (3.40-3.52 Gb/s together), the project's
+    # former NSCC 0.999-1.000 (3.20-3.29 Gb/s): the one place "nscc-lab" measures better
+    [("nscc", 0.93), ("nscc-lab", 0.95)],
+)
+def test_two_connections_share_fairly(cc: str, fair: float) -> None:
     f = Fabric(5, planes=1, paths_per_plane=4, link=lambda: Link(rate_bps=PATH_RATE))
-    cfg = Config(nic_rate_bps=4 * PATH_RATE)
+    cfg = Config(nic_rate_bps=4 * PATH_RATE, cc=cc)
     hosts = [f.add_host(n, cfg) for n in "abcd"]
     a, b, c, d = hosts
     conns = [a.endpoint.connect(f.paths(a, b), 0.0), c.endpoint.connect(f.paths(c, d), 0.0)]
@@ -127,5 +136,5 @@ def test_two_connections_share_fairly() -> None:
     t1 = f.now
     got = [sum(x.counters.bytes_received for x in h.endpoint.connections.values()) for h in (b, d)]
     rates = [g * 8 / (t1 - t0) for g in got]
-    assert jain(rates) > 0.95
+    assert jain(rates) > fair
     assert sum(rates) > 0.75 * 4 * PATH_RATE * PAYLOAD_SHARE  # and together they fill the paths

@@ -69,7 +69,8 @@ def test_sender_port_down_and_back(seed: int) -> None:
     up = [e for e in run.a.events if isinstance(e, events.PlaneUp)]
     assert [e.plane for e in up] == [1]
     cfg, evs = run.conn.cfg, run.conn.evs
-    bound = cfg.probe_retry_rtts + cfg.probe_next_rtts * cfg.readmit_probes + 4
+    wait = evs.probe_wait / probe_rtt  # the probe timeout, in probe RTTs
+    bound = wait + cfg.probe_next_rtts * (cfg.readmit_probes - 1) + 4
     assert up[0].time - T_BACK < bound * probe_rtt
     full = 2 * surviving
     assert _first_time_at(run, T_BACK, 0.8 * full) - T_BACK < (bound + 10) * probe_rtt
@@ -77,6 +78,45 @@ def test_sender_port_down_and_back(seed: int) -> None:
     assert not evs.retired
     assert not evs.ports_down
     # probing a dead port costs one probe per retry interval, not one per EV (64 of
-    # them behind it); a retry interval is at least probe_retry_rtts min RTTs
-    intervals = (T_BACK - T_KILL) / (cfg.probe_retry_rtts * rtt)
+    # them behind it); a retry interval is at least the probe wait
+    intervals = (T_BACK - T_KILL) / evs.probe_wait
     assert counters.send_failed < intervals + 10
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_receiver_port_down_reaches_the_sender_in_a_sack(seed: int) -> None:
+    """The receiving host's NIC port dies and the host knows it (its link state): its next
+    SACK, sent over the other plane, reports the port down, and the sender stops using
+    that plane at once, its EVs retired with reason "peer port" (paper sections 3 and
+    5.2.2). Before, the sender learnt it only from losses, about a plane RTT later."""
+    run = start(seed, planes=2, paths=PATHS)
+    f = run.fabric
+    run.conn.send_message(blob(30_000_000, seed), f.now)
+    run.sample_every(50e-6)
+
+    def kill() -> None:
+        f.set_port(run.b, 1, up=False)
+        run.b.endpoint.port_state("p1", False, f.now)
+
+    f.at(T_KILL, kill)
+    f.run(T_BACK)
+    rtt = run.conn.sender.min_rtt
+    retired = [
+        e for e in run.a.events
+        if isinstance(e, events.PathRetired) and e.plane == 1 and e.time >= T_KILL
+    ]  # fmt: skip
+    assert retired
+    assert {e.reason for e in retired} == {"peer port"}
+    assert min(e.time for e in retired) - T_KILL < 2 * rtt
+    assert run.conn.counters.rtos == 0
+    surviving = PATHS * PATH_RATE * PAYLOAD_SHARE
+    assert run.rate(T_KILL + 5 * rtt, T_BACK) > 0.85 * surviving
+    # back: the SACK's bit clears and the plane is probed and used again
+    f.at(
+        T_BACK,
+        lambda: (f.set_port(run.b, 1, up=True), run.b.endpoint.port_state("p1", True, f.now)),
+    )
+    f.run(T_END)
+    up = [e for e in run.a.events if isinstance(e, events.PlaneUp)]
+    assert [e.plane for e in up] == [1]
+    assert up[0].time - T_BACK < 10 * run.conn.evs.probe_rtt

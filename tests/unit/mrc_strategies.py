@@ -12,6 +12,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from mrc_transport.wire.frames import (
+    MAX_PENALTY,
     CloseHeader,
     Common,
     DataHeader,
@@ -61,10 +62,15 @@ def data_headers(draw: st.DrawFn, payload_len: int) -> DataHeader:
 
 
 def control_headers() -> st.SearchStrategy[Header]:
-    sack = st.builds(SackHeader, commons([Opcode.SACK]), U32, U32, U64, U32, U64, U16, U16, U32)
+    penalty = st.integers(0, MAX_PENALTY)  # 7 bits
+    sack = st.builds(
+        SackHeader, commons([Opcode.SACK]), U32, U32, U64, U32, U64, U16, penalty, U32, U64,
+        U32, U64,
+    )  # fmt: skip
     ack = st.builds(
-        SackHeader, commons([Opcode.ACK]), U32, U32, st.just(0), U32, U64, U16, U16, U32
-    )
+        SackHeader, commons([Opcode.ACK]), U32, U32, st.just(0), U32, U64, U16, penalty, U32,
+        U64, U32, U64,
+    )  # fmt: skip
     nack = st.builds(
         NackHeader, commons([Opcode.NACK]), U32, st.sampled_from(list(NackReason)), U32, U64
     )

@@ -195,8 +195,9 @@ def _burst() -> list[tuple[PathHeader, Header, bytes]]:
     srh = PathHeader(src=SRC, dst=SEGS[0], segments=SEGS, ev=0xABCDE, dscp=46, dport=4791)
     common = Common(Opcode.WRITE_MIDDLE, Flags.ACK_REQ, 7, 9)
     sack = SackHeader(
-        Common(Opcode.SACK, Flags.NONE, 7, 9), 100, 90, 0b1011, 0x55, 123, 2, 0, 1 << 20
-    )
+        Common(Opcode.SACK, Flags.NONE, 7, 9), 100, 90, 0b1011, 0x55, 123, 2, 5, 1 << 20,
+        1 << 35, 789, 0b1000,
+    )  # fmt: skip
     probe = ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 7, 9), 3, 0x77, 456)
     out: list[tuple[PathHeader, Header, bytes]] = []
     for i in range(12):

@@ -64,8 +64,8 @@ DATA = DataHeader(
 )
 BODY = bytes(range(100)) * 3
 SACK = SackHeader(
-    Common(Opcode.SACK, Flags.TS | Flags.ECN_ECHO, 5, 6), 100, 90, 0b1011, 0xABCDE, 999, 2, 0,
-    1 << 20,
+    Common(Opcode.SACK, Flags.TS | Flags.ECN_ECHO | Flags.RESTORE_WINDOW, 5, 6), 100, 90,
+    0b1011, 0xABCDE, 999, 2, 127, 1 << 20, 1 << 40, 12345, 0b101,
 )  # fmt: skip
 
 
@@ -116,18 +116,21 @@ def test_records_read_data_packets_and_leave_the_rest(
         assert data == {
             "kind": RX_DATA, "dst_conn": 0x01020304, "src": SRC,
             "flags": int(DATA.common.flags), "psn": 77, "msn": 5, "msg_offset": 300,
-            "msg_len": 900, "ts": 123, "ev": 0x8001 << 16 | 0xBCDE, "ce": ce,
+            "msg_len": 900, "ts": 123, "ev": 0x8001 << 16 | 0xBCDE, "ce": ce, "unused": 0,
         }  # fmt: skip
         assert isinstance(at, int)
         assert isinstance(n, int)
         assert bytes(receiver.view[at : at + n]) == BODY
-    # a SACK's fields in its own layout: cumulative PSN, base, window, the EV it reflects
+    # a SACK's fields in its own layout: cumulative PSN, base, window, the EV it reflects,
+    # the received bytes, the service time, the receiver's ports down and its penalty
     assert _fields(recs[2], SackField) == {
-        "kind": RX_SACK, "dst_conn": 5, "src": SRC, "flags": int(Flags.TS | Flags.ECN_ECHO),
+        "kind": RX_SACK, "dst_conn": 5, "src": SRC,
+        "flags": int(Flags.TS | Flags.ECN_ECHO | Flags.RESTORE_WINDOW),
         "cum_psn": 100, "sack_base": 90, "bitmap": 0b1011, "ev": 0xABCDE, "ts": 999,
-        "rwnd": 1 << 20,
+        "rwnd": 1 << 20, "rcvd_bytes": 1 << 40, "service_time": 12345, "ports_down": 0b101,
+        "penalty": 127,
     }  # fmt: skip
-    assert recs[2][len(records.layout(SackField)) :] == (0, 0, 0)
+    assert len(recs[2]) == len(records.layout(SackField))
     ack = _fields(recs[3], SackField)
     assert (ack["kind"], ack["flags"], ack["dst_conn"], ack["ts"], ack["bitmap"]) == (
         RX_SACK, 0, 5, 999, 0,
@@ -218,17 +221,16 @@ def test_the_c_record_is_the_documented_layout() -> None:
     from mrc_transport._fastpath import ffi
 
     assert ffi.sizeof("struct mrc_rx_rec") == RX_REC.size
-    where = [0]  # each slot's offset in RX_REC's format "=bxxxI16s10Q"
-    for size in (4, 4, 16, *[8] * 10):
+    where = [0]  # each slot's offset in RX_REC's format "=bxxxI16s11Q"
+    for size in (4, 4, 16, *[8] * 11):
         where.append(where[-1] + size)
     head = {"kind": (), "dst_conn": (), "src": ()}
     for layout, body in ((DataField, "data"), (SackField, "sack")):
         for name, i in records.layout(layout).items():
             path = head.get(name, ("body", body))
             assert ffi.offsetof("struct mrc_rx_rec", *path, name) == where[i], name
-    unused = len(records.layout(SackField))
-    assert ffi.offsetof("struct mrc_rx_rec", "body", "sack", "unused") == where[unused]
     assert len(records.layout(DataField)) == len(RX_REC.unpack(bytes(RX_REC.size)))
+    assert len(records.layout(SackField)) == len(RX_REC.unpack(bytes(RX_REC.size)))
 
 
 @pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")

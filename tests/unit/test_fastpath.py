@@ -80,7 +80,19 @@ DATA_OPS = [Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.W
 HEADERS: dict[type[Any], st.SearchStrategy[Any]] = {
     DataHeader: st.builds(DataHeader, commons(DATA_OPS), u32, u32, u32, u32, u64),
     SackHeader: st.builds(
-        SackHeader, commons([Opcode.ACK, Opcode.SACK]), u32, u32, u64, u32, u64, u16, u16, u32
+        SackHeader,
+        commons([Opcode.ACK, Opcode.SACK]),
+        u32,
+        u32,
+        u64,
+        u32,
+        u64,
+        u16,
+        st.integers(0, 127),
+        u32,
+        u64,
+        u32,
+        u64,
     ),
     NackHeader: st.builds(
         NackHeader, commons([Opcode.NACK]), u32, st.sampled_from(NackReason), u32, u64
@@ -455,7 +467,7 @@ def test_every_reason_is_reachable_and_shared() -> None:
         "bad_version": patched(48, 2),
         "unknown_opcode": patched(49, 0x0D),
         "bad_message": patched(75, 9),  # msg_len 3 -> 9: WRITE_ONLY must end at msg_len
-        "bad_field": patched(50, 0x10),
+        "bad_field": patched(50, 0x20),
     }
     ack_packet = bytearray(codec.encode(path, ack))
     cases["bad_port"] = bytes(good)

@@ -23,7 +23,7 @@ PATH = SrPath(0, ("t0",), A, B, B, (B,), "p0")
     ("cls", "fields"),
     [
         (DataHeader, (COMMON, 1, 2, 3, 4, 5)),
-        (SackHeader, (COMMON, 1, 1, 0xFF, 7, 9, 2, 0, 1 << 20)),
+        (SackHeader, (COMMON, 1, 1, 0xFF, 7, 9, 2, 0, 1 << 20, 5, 6, 0b10)),
         (Transmit, (PATH, 7, DataHeader(COMMON, 1, 2, 3, 4, 5), b"x", 26)),
         (MessageAcked, (1.5, 3, 7, 131072)),  # subclasses: built through slot setters
         (PathRetired, (1.5, 3, 0x8000_0001, 2, "loss")),

@@ -16,7 +16,7 @@ from mrc_transport.wire.records import RX_DATA, RX_OTHER, RX_SACK, RxRec
 def _rec(kind: int) -> RxRec:
     # a record for connection 5, which this endpoint does not have: counted, dropped
     # (data: psn 10, msg_len 100, payload at 0 of 100 bytes, EV 1)
-    return (kind, 5, bytes(16), 0, 10, 0, 0, 100, 0, 0, 100, 1, 0)
+    return (kind, 5, bytes(16), 0, 10, 0, 0, 100, 0, 0, 100, 1, 0, 0)
 
 
 def test_receive_records_stops_at_the_first_other_record() -> None:

@@ -272,3 +272,12 @@ def test_a_timed_test_stops_queueing_what_it_cannot_deliver_by_its_end() -> None
     assert _drain_time(s, 10.0 + DRAIN_ESTIMATE_S / 2) == 0.0  # too early to tell
     # 1 MB acknowledged in 1 s: the other 2 MB queued take 2 s more
     assert _drain_time(s, 11.0) == pytest.approx(2.0, rel=1e-3)
+
+
+@pytest.mark.parametrize(("preset", "trimming"), [("tiny", False), ("tiny-trim", True)])
+def test_a_trimming_lab_sets_nsccs_trimming(preset: str, trimming: bool) -> None:
+    """NSCC's target is 0.75 base RTT and no delay quick-adapts where the fabric trims
+    (htsim): mrc perf tells the core from the lab's topology."""
+    opts = _opts(["perf", "-c", "h1"])
+    cfg = config.endpoint_config(opts, SimpleNamespace(topo=topology.preset(preset)))  # type: ignore[arg-type]
+    assert cfg.trimming is trimming

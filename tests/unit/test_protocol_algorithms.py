@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from mrc_transport.protocol.cc import CONGESTION_CONTROLS, FixedWindow, Nscc, make_cc
+from mrc_transport.protocol.cc import CONGESTION_CONTROLS, FixedWindow, LabNscc, Nscc, make_cc
 from mrc_transport.protocol.config import Config
 from mrc_transport.protocol.ev import EvInput, EvSet
 from mrc_transport.protocol.scheduler import SCHEDULERS, make_scheduler
@@ -63,33 +63,27 @@ def test_unknown_names_are_refused() -> None:
         make_scheduler("nope", random.Random(1))
     with pytest.raises(ValueError, match="congestion"):
         make_cc(Config(cc="nope"))
-    assert set(CONGESTION_CONTROLS) == {"nscc", "fixed"}
+    assert set(CONGESTION_CONTROLS) == {"nscc", "nscc-lab", "fixed"}
 
 
-def nscc() -> Nscc:
-    cc = Nscc(Config(nic_rate_bps=10e9, mss=1000))
+def lab() -> LabNscc:
+    cc = LabNscc(Config(nic_rate_bps=10e9, mss=1000))
     cc.on_rtt_sample(100e-6)  # BDP 125 kB, max window 187.5 kB, target 100 us
     cc.on_ack(0, 100e-6, False, 0.0)  # the first data sample sets the base RTT
     cc.window = 100_000
     return cc
 
 
-def test_nscc_starts_at_max_window_after_the_handshake() -> None:
-    cc = Nscc(Config(nic_rate_bps=10e9))
-    assert cc.window == 64 * 1024
-    cc.on_rtt_sample(100e-6)
-    assert cc.window == cc.max_window() == int(1.5 * 10e9 / 8 * 100e-6)
-
-
-def test_nscc_quadrants() -> None:
+def test_lab_nscc_quadrants() -> None:
+    """The project's former NSCC, kept as "nscc-lab" for side-by-side runs."""
     low, high = 110e-6, 250e-6  # delay 10 us (below target) and 150 us (above)
-    pi = nscc()
+    pi = lab()
     pi.on_ack(10_000, low, False, 1.0)
-    fi = nscc()
+    fi = lab()
     fi.on_ack(10_000, high, False, 1.0)
-    md = nscc()
+    md = lab()
     md.on_ack(10_000, high, True, 1.0)
-    nc = nscc()
+    nc = lab()
     nc.on_ack(10_000, low, True, 1.0)
     assert pi.window > fi.window > 100_000  # proportional > fair increase
     assert md.window < 100_000  # multiplicative decrease
@@ -97,35 +91,26 @@ def test_nscc_quadrants() -> None:
     assert nc.window == 100_000  # ECN below target: only switch path
 
 
-def test_nscc_decreases_at_most_once_per_rtt() -> None:
-    cc = nscc()
-    cc.on_ack(1000, 250e-6, True, 1.0)
-    w = cc.window
-    cc.on_ack(1000, 250e-6, True, 1.0 + 50e-6)
-    assert cc.window == w
-    cc.on_ack(1000, 250e-6, True, 1.0 + 1e-3)
-    assert cc.window < w
+def test_lab_nscc_quick_adapts_on_every_loss() -> None:
+    cc = lab()
+    for i in range(20):
+        cc.on_ack(2000, 110e-6, False, 1.0 + i * 20e-6)
+    cc.on_loss(1000, 1.0 + 400e-6)
+    assert cc.window < 100_000 - 1000
+    for i in range(10_000):
+        cc.on_ack(10_000, 100e-6, False, 2.0 + i * 1e-6)
+    assert cc.window == cc.max_window()
 
 
 def test_nscc_ecn_at_zero_rtt_and_zero_target() -> None:
     """A peer can reflect a timestamp equal to now (an RTT of 0); with no host delay the
     target is then 0 as well: an ECN echo must not divide by the zero delay."""
-    cc = Nscc(Config(nic_rate_bps=10e9, mss=1000))
-    cc.on_rtt_sample(0.0)
-    w = cc.window
-    cc.on_ack(1000, 0.0, True, 1.0)
-    assert cc.window == w
-
-
-def test_nscc_quick_adapt_on_loss_and_bounds() -> None:
-    cc = nscc()
-    for i in range(20):
-        cc.on_ack(2000, 110e-6, False, 1.0 + i * 20e-6)
-    cc.on_loss(1000, 1.0 + 400e-6)
-    assert cc.window < 100_000
-    for i in range(10_000):
-        cc.on_ack(10_000, 100e-6, False, 2.0 + i * 1e-6)
-    assert cc.window == cc.max_window()
+    for cls in (Nscc, LabNscc):
+        cc = cls(Config(nic_rate_bps=10e9, mss=1000))
+        cc.on_rtt_sample(0.0)
+        w = cc.window
+        cc.on_ack(1000, 0.0, True, 1.0)
+        assert cc.window == w
 
 
 def test_fixed_window_never_moves() -> None:

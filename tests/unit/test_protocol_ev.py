@@ -9,7 +9,17 @@ import pytest
 
 from mrc_transport.protocol import events, transitions
 from mrc_transport.protocol.config import Config
-from mrc_transport.protocol.ev import EV_BIT, TRANSITIONS, Ev, EvInput, EvSet, EvState, Role
+from mrc_transport.protocol.ev import (
+    EV_BIT,
+    TRANSITIONS,
+    Ev,
+    EvInput,
+    EvSet,
+    EvState,
+    Role,
+    ev_fields,
+    ev_value,
+)
 from tests.unit.helpers import paths
 
 
@@ -176,3 +186,18 @@ def test_an_input_with_no_transition_is_counted_and_raised_under_tests(
     evs.apply(ev, EvInput.ROTATION, 1.0)
     assert evs.illegal_transitions == 2
     assert state(ev) is EvState.GOOD
+
+
+def test_an_evs_bits_name_its_path() -> None:
+    """As the paper's and OCP's generated EVs: the plane in bits 24-30, the path's index
+    among its plane's paths (the T0 uplink, so the T1) in bits 16-23, entropy below; a
+    capture's EV names its path (the dissector shows the three fields)."""
+    ps = paths(planes=3, per_plane=4)
+    evs = EvSet(ps, Config(ev_count=48, ev_backup=12), random.Random(3), 1, lambda e: None)
+    for ev in evs.by_value.values():
+        plane, path, _ = ev_fields(ev.value)
+        in_plane = [p for p in ps if p.plane == ev.plane]
+        assert plane == ev.plane
+        assert in_plane[path] is ev.path
+        assert ev.value & EV_BIT
+    assert ev_fields(ev_value(5, 200, 0xBEEF)) == (5, 200, 0xBEEF)

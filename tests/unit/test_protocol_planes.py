@@ -15,7 +15,7 @@ from mrc_transport.protocol.transmit import Transmit
 from mrc_transport.wire import frames
 from tests.unit.conftest import MakeEstablished
 
-CFG = Config(nic_rate_bps=4e9, mss=1000, initial_window=40_000)
+CFG = Config(nic_rate_bps=4e9, mss=1000, initial_window=40_000, cc_scope="plane")
 
 
 def test_each_plane_runs_its_own_window_sized_for_its_port() -> None:
@@ -32,7 +32,7 @@ def test_each_plane_runs_its_own_window_sized_for_its_port() -> None:
 
 
 def test_room_is_per_plane() -> None:
-    w = PlaneWindows(Config(cc="fixed", fixed_window=8000, mss=1000), [0, 1])
+    w = PlaneWindows(Config(cc="fixed", fixed_window=8000, mss=1000, cc_scope="plane"), [0, 1])
     assert w.windows() == {0: 4000, 1: 4000}
     for _ in range(4):
         assert w.room(0, 1000)
@@ -96,12 +96,14 @@ def test_a_sacks_rtt_and_ecn_belong_to_the_trigger_plane_and_base_rtt_is_shared(
     assert isinstance(cc0, Nscc)
     assert isinstance(cc1, Nscc)
     assert cc0.base_rtt == cc1.base_rtt == 100e-6
-    # a standing queue on plane 1 is delay on plane 1, not its base RTT
+    # a standing queue on plane 1 (marked: NSCC counts an unmarked sample above target
+    # as a quarter base RTT) is delay on plane 1, not its base RTT
     for i in range(50):
-        w.on_sack({1: 1000}, 1, 2e-3, False, 1.0 + i * 1e-3)
+        w.on_sack({1: 1000}, 1, 2e-3, True, 1.0 + i * 1e-3)
     assert cc1.base_rtt == 100e-6
-    assert cc1.avg_delay > 1e-3
+    assert cc1.avg_delay > 5e-4
     assert cc0.avg_delay < 1e-5
+    cc1.window = 50_000  # the marked samples above took it down already
     windows = w.windows()
     w.on_sack({0: 1000, 1: 1000}, 1, 2e-3, True, 2.0)  # ECN on plane 1's packet
     assert w.windows()[0] >= windows[0]
@@ -132,7 +134,9 @@ def data_planes(out: list[Transmit]) -> Counter[int]:
 def test_the_sender_fills_every_planes_window_and_no_more(
     make_established: MakeEstablished,
 ) -> None:
-    cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
+    cfg = Config(
+        cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0, cc_scope="plane"
+    )
     conn = make_established(cfg=cfg).client
     conn.send_message(bytes(100_000), 0.0)
     out = conn.datagrams_to_send(0.001)
@@ -141,7 +145,9 @@ def test_the_sender_fills_every_planes_window_and_no_more(
 
 
 def test_a_full_plane_leaves_the_others_sending(make_established: MakeEstablished) -> None:
-    cfg = Config(cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0)
+    cfg = Config(
+        cc="fixed", fixed_window=16_000, mss=1000, ev_count=16, ev_backup=0, cc_scope="plane"
+    )
     conn = make_established(cfg=cfg).client
     conn.cc.sent(0, 8000)  # plane 0's window is already full
     conn.send_message(bytes(100_000), 0.0)
@@ -154,7 +160,9 @@ def test_a_plane_whose_sacks_are_mostly_marked_gets_less_of_the_spray(
 ) -> None:
     """The scheduler weighs each plane by the share of its SACKs the windows counted as
     marked (cc/planes.py): with every SACK marked, the plane has no clean EV to move to."""
-    cfg = Config(cc="fixed", fixed_window=1 << 20, mss=1000, ev_count=16, ev_backup=0)
+    cfg = Config(
+        cc="fixed", fixed_window=1 << 20, mss=1000, ev_count=16, ev_backup=0, cc_scope="plane"
+    )
     conn = make_established(cfg=cfg).client
     for _ in range(60):
         conn.cc.on_sack({}, 0, None, True, 0.0)

@@ -169,9 +169,10 @@ def test_probe_timers_count_in_the_larger_of_base_rtt_and_srtt() -> None:
         assert ev.next_probe == pytest.approx(10.0 + CFG.probe_after_rtts * max(base, srtt))
         [due] = evs.due_probes(ev.next_probe)
         assert due is ev
-        assert ev.next_probe == pytest.approx(
-            10.0 + (CFG.probe_after_rtts + CFG.probe_retry_rtts) * max(base, srtt)
-        )
+        # retried after OCP's 2 ms probe timeout, or two probe RTTs if longer
+        wait = max(CFG.probe_timeout, 2 * max(base, srtt))
+        assert evs.probe_wait == pytest.approx(wait)
+        assert ev.next_probe == pytest.approx(10.0 + CFG.probe_after_rtts * max(base, srtt) + wait)
         for _ in range(CFG.readmit_probes):
             evs.probe_ok(ev, 11.0)
         assert ev.state is EvState.GOOD
@@ -200,7 +201,7 @@ def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_rep
     times = [t for t, _ in probes]
     assert times[0] == pytest.approx(t0 + CFG.probe_after_rtts * rtt)
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert gaps == pytest.approx([CFG.probe_retry_rtts * rtt] * len(gaps))
+    assert gaps == pytest.approx([conn.evs.probe_wait] * len(gaps))
     assert {tx.path.plane for _, tx in probes} == {DEAD}
     # the port's EVs take turns: every one probed once before any twice
     assert sorted(tx.ev for _, tx in probes[: len(behind)]) == sorted(behind)
@@ -218,29 +219,33 @@ def test_a_dead_port_gets_one_probe_per_retry_interval_then_all_on_its_first_rep
 
 
 # -- RTO ------------------------------------------------------------------------------------
-def test_rto_resends_only_the_oldest_packet_and_blames_no_ev(established: Established) -> None:
+def test_rto_resends_only_the_oldest_packet_and_marks_its_ev_assumed_bad(
+    established: Established,
+) -> None:
+    """A timeout marks the EV of the timed-out packet ASSUMED_BAD (UEC, OCP mrc_ctl.h's EV
+    states); only that one: the packets after it say nothing yet."""
     fabric, conn, _ = established
     now = fabric.now
     conn.send_message(bytes(6 * CFG.mss), now)
     data = conn.datagrams_to_send(now)
     assert len(data) == 6
-    window = conn.cc.window
     timer = conn.get_timer()
     assert timer is not None
     assert timer == pytest.approx(now + conn.sender.rto)
     conn.handle_timer(timer)
     out = conn.datagrams_to_send(timer)
     log = drain(conn)
-    assert [type(e) for e in log] == [events.RtoFired, events.Retransmit]
+    assert [type(e) for e in log] == [events.RtoFired, events.PathRetired, events.Retransmit]
+    retired = log[1]
+    assert isinstance(retired, events.PathRetired)
+    assert (retired.ev, retired.reason) == (data[0].ev, "timeout")
     [resent] = out
     assert isinstance(resent.header, frames.DataHeader)
     assert psn(resent) == psn(data[0])
     assert resent.header.common.flags & Flags.RTX
     assert resent.ev != data[0].ev
-    # no EV blamed, no window cut
-    assert all(conn.evs.by_value[tx.ev].state is EvState.GOOD for tx in data)
-    assert all(conn.evs.by_value[tx.ev].lost == 0 for tx in data)
-    assert conn.cc.window == window
+    assert conn.evs.by_value[data[0].ev].state is EvState.ASSUMED_BAD
+    assert all(conn.evs.by_value[tx.ev].state is EvState.GOOD for tx in data[1:])
 
 
 def test_an_rto_resends_its_packet_with_no_window_left(established: Established) -> None:
@@ -260,13 +265,18 @@ def test_an_rto_resends_its_packet_with_no_window_left(established: Established)
     [resent] = conn.datagrams_to_send(timer)
     assert psn(resent) == psn(data[0])
     assert resent.header.common.flags & Flags.RTX
-    # one packet beyond the window per RTO, as TCP: the next resend waits for room
-    later = conn.get_timer()
-    assert later is not None
-    assert later > timer
-    conn.handle_timer(later)
-    [again] = conn.datagrams_to_send(later)
-    assert psn(again) == psn(data[1])
+    # one packet beyond the window per RTO, as TCP: the next resend waits for room (the
+    # timers before it probe the EV the first RTO retired)
+    later, again = timer, []
+    while not again:
+        t = conn.get_timer()
+        assert t is not None
+        assert t > later
+        later = t
+        conn.handle_timer(later)
+        again = [tx for tx in conn.datagrams_to_send(later) if opcode(tx) is not Opcode.PROBE]
+    assert conn.sender.rto_count == 2
+    assert [psn(tx) for tx in again] == [psn(data[1])]
     assert conn.datagrams_to_send(later) == []
 
 

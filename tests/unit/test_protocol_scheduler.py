@@ -54,24 +54,40 @@ def test_equal_planes_alternate_strictly() -> None:
     """Equal weights: plane 0, 1, 0, 1... (a random plane would repeat within 40 picks
     with probability 1 - 2**-39)."""
     evs = evset()
-    got = planes_of(RandomScheduler(random.Random(2)), evs, 40)
+    got = planes_of(RandomScheduler(random.Random(2), equal=False), evs, 40)
     assert all(a != b for a, b in itertools.pairwise(got))
     assert Counter(got) == {0: 20, 1: 20}
 
 
 def test_three_planes_take_turns() -> None:
     evs = evset(planes=3)
-    got = planes_of(RandomScheduler(random.Random(2)), evs, 30)
+    got = planes_of(RandomScheduler(random.Random(2), equal=False), evs, 30)
     for i in range(0, 30, 3):
         assert sorted(got[i : i + 3]) == [0, 1, 2]
 
 
+def test_planes_are_loaded_exactly_equally_by_default() -> None:
+    """Paper section 4: the planes' load kept equal (an unequal one makes a false incast
+    at the busier planes' last hops): 16 usable EVs against 4, still 1:1 in every turn,
+    and a plane with no usable EV gets nothing."""
+    evs = evset()
+    deny(evs, 1, PER_PLANE - 4)
+    sched = make_scheduler("random", random.Random(2))
+    assert isinstance(sched, RandomScheduler)
+    got = planes_of(sched, evs, 200)
+    for i in range(0, 200, 2):
+        assert sorted(got[i : i + 2]) == [0, 1]
+    deny(evs, 1, 4)
+    assert set(planes_of(sched, evs, 50)) == {0}
+
+
 def test_a_plane_with_retired_evs_gets_proportionally_less() -> None:
-    """Weights are usable EVs: 16 against 4 is exactly 4:1 in every turn of 20 picks."""
+    """With a window per plane (the option), weights are usable EVs: 16 against 4 is
+    exactly 4:1 in every turn of 20 picks."""
     evs = evset()
     deny(evs, 1, PER_PLANE - 4)
     assert [len(evs.usable_in(p)) for p in (0, 1)] == [PER_PLANE, 4]
-    got = planes_of(RandomScheduler(random.Random(2)), evs, 200)
+    got = planes_of(RandomScheduler(random.Random(2), equal=False), evs, 200)
     for i in range(0, 200, 20):
         assert Counter(got[i : i + 20]) == {0: 16, 1: 4}
     # smooth: the light plane's packets are spread out, never back to back
@@ -80,7 +96,7 @@ def test_a_plane_with_retired_evs_gets_proportionally_less() -> None:
 
 def test_a_plane_with_no_usable_ev_gets_nothing_until_readmitted() -> None:
     evs = evset()
-    sched = RandomScheduler(random.Random(2))
+    sched = RandomScheduler(random.Random(2), equal=False)
     gone = list(evs.usable_in(1))
     evs.port_down(gone[0].plane, 0.0)  # retired, not denied: EvSet.fallback would take them
     assert evs.usable_in(1) == []
@@ -98,7 +114,7 @@ def test_a_plane_with_no_usable_ev_gets_nothing_until_readmitted() -> None:
 
 def test_weights_follow_the_usable_evs_as_they_change() -> None:
     evs = evset()
-    sched = RandomScheduler(random.Random(2))
+    sched = RandomScheduler(random.Random(2), equal=False)
     assert Counter(planes_of(sched, evs, 32)) == {0: 16, 1: 16}
     deny(evs, 0, 8)
     got = planes_of(sched, evs, 24 * 5)
@@ -107,7 +123,7 @@ def test_weights_follow_the_usable_evs_as_they_change() -> None:
 
 def test_no_usable_ev_at_all_falls_back() -> None:
     evs = evset()
-    sched = RandomScheduler(random.Random(2))
+    sched = RandomScheduler(random.Random(2), equal=False)
     skipped = evs.usable_in(0)[0]
     evs.apply(skipped, EvInput.ECN, 0.0)
     deny(evs, 0, PER_PLANE)
@@ -146,7 +162,7 @@ def test_same_seed_same_picks_other_seed_other_picks() -> None:
 
 def test_a_retransmission_avoids_its_old_ev() -> None:
     evs = evset()
-    sched = RandomScheduler(random.Random(2))
+    sched = RandomScheduler(random.Random(2), equal=False)
     for old in evs.usable[:8]:
         assert all(sched.pick(evs, avoid=old) is not old for _ in range(200))
 
@@ -155,7 +171,7 @@ def test_only_usable_evs_of_the_plane_are_picked() -> None:
     evs = evset()
     gone = {e.value for e in deny(evs, 0, 5)}
     evs.apply(evs.usable_in(1)[0], EvInput.ECN, 0.0)  # SKIP: not usable either
-    sched = RandomScheduler(random.Random(2))
+    sched = RandomScheduler(random.Random(2), equal=False)
     picked = {sched.pick(evs).value for _ in range(2000)}
     assert picked == set(evs.usable_values())
     assert not picked & gone

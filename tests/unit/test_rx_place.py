@@ -80,7 +80,7 @@ def _records(draw: Any) -> tuple[int, list[Burst]]:
                 conn = CONN + 1
         rec: RxRec = (
             kind, conn, SRC, flags, psn & 0xFFFFFFFF, msn & 0xFFFFFFFF, off, length,
-            123, len(payloads), len(payload), 0x10005, ce,
+            123, len(payloads), len(payload), 0x10005, ce, 0,
         )  # fmt: skip
         recs.append(rec)
         payloads += payload
@@ -136,13 +136,14 @@ def _drive(st_: Any, view: memoryview, recs: list[RxRec], bufs: dict[int, bytear
 
 SCALARS = (
     "cum", "highest", "next_msn", "ooo_count", "since_sack", "held", "ack_deadline",
-    "trig_ev", "trig_ts", "trig_has_ts",
+    "trig_ev", "trig_ts", "trig_has_ts", "trig_at",
 )  # fmt: skip
 
 
 def _snapshot(st_: Any, bufs: dict[int, bytearray]) -> dict[str, Any]:
     snap: dict[str, Any] = {name: getattr(st_, name) for name in SCALARS}
     snap["ack_deadline"] = float(snap["ack_deadline"])
+    snap["trig_at"] = float(snap["trig_at"])
     if isinstance(st_, RxState):
         spares = st_.spares[: st_.n_spares]
     else:
@@ -196,7 +197,7 @@ def test_a_transfer_in_order_is_delivered_whole() -> None:
         for off in range(0, max(len(body), 1), SEG):
             chunk = body[off : off + SEG]
             recs.append((RX_DATA, CONN, SRC, 0x02, psn, msn, off, len(body), 9, len(payloads),
-                         len(chunk), 1, 0))  # fmt: skip
+                         len(chunk), 1, 0, 0))  # fmt: skip
             payloads += chunk
             psn += 1
     py = RxState(SEG, SEG, 1 << 31, 16, 4, 3 * SEG, 0.001, 5)
@@ -223,7 +224,7 @@ def test_a_recycled_buffer_keeps_its_own_segment_flags() -> None:
     for psn, (msn, seg) in enumerate(order):
         chunk = bytes([msn * 16 + seg]) * SEG
         recs.append((RX_DATA, CONN, SRC, 0x02, 100 + psn, msn, seg * SEG, size, 9,
-                     len(payloads), SEG, 1, 0))  # fmt: skip
+                     len(payloads), SEG, 1, 0, 0))  # fmt: skip
         payloads += chunk
     py, c = _states(100)
     py_bufs: dict[int, bytearray] = {}

@@ -10,9 +10,10 @@ from ..config import Config
 from .base import CongestionControl
 from .fixed import FixedWindow
 from .nscc import Nscc
+from .nscc_lab import LabNscc
 
 CONGESTION_CONTROLS: dict[str, type[CongestionControl]] = {
-    cls.name: cls for cls in (Nscc, FixedWindow)
+    cls.name: cls for cls in (Nscc, LabNscc, FixedWindow)
 }
 
 
@@ -25,4 +26,4 @@ def make_cc(cfg: Config) -> CongestionControl:
         raise ValueError(f"unknown congestion control {cfg.cc!r}; known: {known}") from None
 
 
-__all__ = ["CONGESTION_CONTROLS", "CongestionControl", "FixedWindow", "Nscc", "make_cc"]
+__all__ = ["CONGESTION_CONTROLS", "CongestionControl", "FixedWindow", "LabNscc", "Nscc", "make_cc"]

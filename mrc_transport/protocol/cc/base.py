@@ -19,6 +19,9 @@ class CongestionControl:
         self.cfg = cfg
         self.window = cfg.fixed_window
         """Bytes the sender may have in flight."""
+        self.flight = 0
+        """Bytes in flight under this window, as the windows last set it before a call
+        (NSCC's quick adapt ignores the feedback of the bytes then in flight)."""
 
     def max_window(self) -> int:
         """The largest window the algorithm would open to, bytes."""
@@ -35,6 +38,10 @@ class CongestionControl:
 
     def on_nack(self, nacked: int, now: float) -> None:
         """``nacked`` bytes were trimmed and NACKed."""
+
+    def on_penalty(self, acked: int, penalty: int, restore: bool) -> None:
+        """The receiver's SACK carried a window penalty (0-127) for ``acked`` bytes, or
+        ``restore``: its penalty is over (RESTORE_WINDOW)."""
 
     def on_plane_marked(self, alpha: float, now: float) -> None:
         """ECN echoes keep coming for a fraction ``alpha`` of the SACKs on this window's

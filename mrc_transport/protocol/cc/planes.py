@@ -140,12 +140,15 @@ class PlaneWindows:
         if not self.per_plane:
             total = sum(acked.values())
             if total or ecn:
-                next(iter(self.cc.values())).on_ack(total, rtt, ecn, now)
+                one = next(iter(self.cc.values()))
+                one.flight = self.total
+                one.on_ack(total, rtt, ecn, now)
             return
         for p, cc in self.cc.items():
             n = acked.get(p, 0)
             mine = p == plane
             if n or (mine and ecn):
+                cc.flight = self._flight[p].bytes
                 cc.on_ack(n, rtt if mine else None, ecn and mine, now)
         if plane is not None:
             self._marks(plane, ecn, now)
@@ -193,7 +196,18 @@ class PlaneWindows:
 
     def on_nack(self, plane: int, nacked: int, now: float) -> None:
         """``nacked`` bytes sent on ``plane`` were trimmed."""
-        self.cc[plane].on_nack(nacked, now)
+        cc = self.cc[plane]
+        cc.flight = self._flight[plane].bytes if self.per_plane else self.total
+        cc.on_nack(nacked, now)
+
+    def on_penalty(self, acked: Mapping[int, int], penalty: int, restore: bool) -> None:
+        """The receiver's window penalty for the bytes ``acked`` per plane (each plane's
+        window takes its own share), or its end (``restore``)."""
+        if not self.per_plane:
+            next(iter(self.cc.values())).on_penalty(sum(acked.values()), penalty, restore)
+            return
+        for p, cc in self.cc.items():
+            cc.on_penalty(acked.get(p, 0), penalty, restore)
 
     def windows(self) -> dict[int, int]:
         """Each plane's window, bytes (the same one on every plane with one window)."""
