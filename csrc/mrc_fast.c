@@ -43,7 +43,7 @@ enum {
     OP_CLOSE = 0x0B,
     OP_CLOSE_ACK = 0x0C,
     NACK_REASON_MIN = 1,
-    NACK_REASON_MAX = 5,
+    NACK_REASON_MAX = 6,
     KNOWN_FLAGS = 0x1F,        /* RTX | TS | ECN_ECHO | ACK_REQ | RESTORE_WINDOW */
     MAX_PENALTY = 127,         /* the SACK's window penalty: 7 bits (UEC) */
     BATCH_CHUNK = 64,          /* mmsghdr entries per sendmmsg/recvmmsg call */

@@ -56,6 +56,13 @@ def register(
         "a window per plane with planes weighted by ECN (ours)",
     )
     p.add_argument("--scheduler", default="random", help="spraying scheduler: random, rr, reps")
+    p.add_argument(
+        "--recovery",
+        choices=("sack", "go-back-n"),
+        default="sack",
+        help="loss recovery: MRC's SACKs (default) or go-back-N, RoCE's reliable connection "
+        "emulated (both ends; with --evs 1 it keeps one path)",
+    )
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")
     p.add_argument("--lab", metavar="LAB", help="lab name (default: the lab this host is in)")
     p.add_argument("--paths-file", metavar="FILE", help="YAML file of SRv6 paths (no lab)")
@@ -169,6 +176,7 @@ def options(args: argparse.Namespace) -> PerfOptions:
         cc=args.cc,
         cc_scope=args.cc_scope,
         scheduler=args.scheduler,
+        recovery=args.recovery,
         mss=args.mss,
         lab=args.lab,
         paths_file=args.paths_file,

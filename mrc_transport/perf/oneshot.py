@@ -30,7 +30,7 @@ def shared_argv(opts: PerfOptions) -> list[str]:
     assert opts.lab is not None
     argv = ["-p", str(opts.port), "--lab", opts.lab, "--encoding", opts.encoding]
     argv += ["--evs", str(opts.evs), "--cc", opts.cc, "--cc-scope", opts.cc_scope]
-    argv += ["--scheduler", opts.scheduler]
+    argv += ["--scheduler", opts.scheduler, "--recovery", opts.recovery]
     if opts.mss:
         argv += ["--mss", str(opts.mss)]
     return argv

@@ -11,6 +11,11 @@ to 10 ms rather than a NIC's few microseconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+GO_BACK_N: Final = "go-back-n"
+"""``Config.recovery`` of the emulated RoCE reliable connection."""
+RECOVERIES: Final = ("sack", GO_BACK_N)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,13 @@ class Config:
     equally (UEC / MRC; the paper's section 4 keeps the planes' load equal to avoid false
     incast); "plane": a window per plane, each sized for its port, a full plane skipped
     and the planes weighted by their usable EVs and ECN marks (ours, cc/planes.py)."""
+    recovery: str = "sack"
+    """"sack": MRC's selective recovery (the receiver places out of order, the sender
+    resends what SACKs say is missing); "go-back-n": RoCE's reliable connection, emulated
+    as the paper's baseline: the receiver takes packets only in PSN order, NAKs the first
+    one out of order (a sequence error) and drops what follows, and the sender resends
+    everything from the NAKed PSN; EVs are never retired, so with ``ev_count`` 1 the
+    connection stays on its one path as RoCE's hashed flow does (InfiniBand spec 9.7.5)."""
     fixed_window: int = 256 * 1024
     """Window of the "fixed" congestion control, bytes (ours)."""
     nic_rate_bps: float = 100e9

@@ -41,14 +41,14 @@ from srv6.path import SrPath
 from . import events, rxplace, transitions
 from .cc.planes import PlaneWindows
 from .commons import Commons
-from .config import Config
+from .config import GO_BACK_N, Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
 from .receiver import Receiver
 from .scheduler import make_scheduler
 from .segments import Outgoing, expand_runs
 from .sender import Sender
-from .serial import MASK32
+from .serial import MASK32, expand
 from .transmit import Transmit, new_transmit
 
 
@@ -153,6 +153,8 @@ class Connection:
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
         self._sack_owed = False
+        self._go_back_nak = -1
+        """Go-back-N: the cumulative PSN the last sequence-error NAK named (one a gap)."""
         """A SACK of the state at the next ``control_to_send`` is owed (``_queue_sack``)."""
         self._retry_at = math.inf
         self._retry_count = 0
@@ -529,6 +531,10 @@ class Connection:
             self._arrived(recs[start][DataField.SRC])
             self.counters.wrong_state += 1
             return start + 1
+        if self.cfg.recovery == GO_BACK_N:
+            stop = self._in_order(recs, start, stop, receiver.cum)
+            if stop == start:
+                return start + 1
         i = receiver.receive(recs, view, start, stop, now)
         taken = receiver.take_packets()
         if taken:
@@ -545,6 +551,29 @@ class Connection:
             self._out_of_window(recs[i])
             i += 1
         return i
+
+    def _in_order(self, recs: Sequence[RxRec], start: int, stop: int, cum: int) -> int:
+        """Go-back-N's receiver (Config.recovery; RoCE's responder, InfiniBand spec
+        9.7.5.2.8): where the run of records from ``start`` that the placement may take
+        ends: a duplicate alone, or the PSNs expected, in order. A packet ahead of the one
+        expected is dropped (``start`` comes back) and answers with one sequence-error NAK
+        naming the PSN expected, until that one arrives."""
+        rec = recs[start]
+        psn = expand(rec[DataField.PSN], cum)
+        if psn < cum:
+            return start + 1
+        if psn > cum:
+            self._arrived(rec[DataField.SRC])
+            self.counters.go_back_dropped += 1
+            if self._go_back_nak != cum:
+                self._go_back_nak = cum
+                self._nack(cum & MASK32, frames.NackReason.SEQUENCE_ERROR,
+                           rec[DataField.EV], rec[DataField.TS])  # fmt: skip
+            return start
+        k = start + 1
+        while k < stop and _next_in_order(recs[k], self.conn, cum + k - start):
+            k += 1
+        return k
 
     def _out_of_window(self, rec: RxRec) -> None:
         """A data packet beyond the reorder window: counted as arrived, NACKed."""
@@ -769,3 +798,9 @@ _HANDLERS: dict[Opcode, Handler] = {
     Opcode.CLOSE: Connection._on_close,
     Opcode.CLOSE_ACK: Connection._on_close_ack,
 }
+
+
+def _next_in_order(rec: RxRec, conn: int, psn: int) -> bool:
+    """Whether ``rec`` is this connection's data packet ``psn`` (go-back-N's runs)."""
+    kind, dst = rec[DataField.KIND], rec[DataField.DST_CONN]
+    return kind == RX_DATA and dst == conn and expand(rec[DataField.PSN], psn) == psn

@@ -57,6 +57,10 @@ class ConnCounters:
     """NACKs accepted."""
     rtx_nack: int = 0
     """Retransmissions a NACK asked for (a trimmed packet resent at once)."""
+    rtx_go_back: int = 0
+    """Go-back-N: packets a sequence error sent again (every one in flight from it on)."""
+    go_back_dropped: int = 0
+    """Go-back-N: data packets dropped for arriving out of PSN order."""
     probes_sent: int = 0
     """PROBEs sent (EV probes and window probes)."""
     probe_replies: int = 0

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from srv6.path import SrPath
 
 from . import events, transitions
-from .config import Config
+from .config import GO_BACK_N, Config
 
 EV_BIT = 0x8000_0000  # EVs have bit 31 set: the UDP source port is >= 32768 (protocol.md)
 PLANE_SHIFT, PATH_SHIFT = 24, 16
@@ -234,7 +234,10 @@ class EvSet:
         if not paths:
             raise ValueError("an EV set needs at least one path")
         self.cfg, self.rng, self.conn, self._emit = cfg, rng, conn, emit
-        self.paths = list(paths)
+        self.pinned = cfg.recovery == GO_BACK_N
+        """Go-back-N: one plane, as a hashed flow's one port, and the EVs' states never
+        move (``apply``)."""
+        self.paths = _one_plane(paths, rng) if self.pinned else list(paths)
         self.planes = sorted({p.plane for p in self.paths})
         self.by_value: dict[int, Ev] = {}
         self.usable: list[Ev] = []
@@ -318,7 +321,11 @@ class EvSet:
 
     # -- the state table ----------------------------------------------------------------
     def apply(self, ev: Ev, inp: EvInput, now: float, reason: str = "") -> None:
-        """Feed one input to one EV's state machine and carry out the effects."""
+        """Feed one input to one EV's state machine and carry out the effects. Under
+        go-back-N (Config.recovery) only the administrative inputs count: RoCE's hashed
+        flow keeps its path through marks, losses and timeouts."""
+        if self.pinned and inp not in (EvInput.DENY, EvInput.ALLOW):
+            return
         new = TRANSITIONS[ev.state].get(inp)
         if new is None:
             self.illegal_transitions += 1
@@ -661,6 +668,12 @@ def _swap_remove(items: list[Ev], pos: dict[int, int], i: int, ev: Ev) -> None:
     if last is not ev:
         items[i] = last
         pos[last.value] = i
+
+
+def _one_plane(paths: Sequence[SrPath], rng: random.Random) -> list[SrPath]:
+    """The paths of one plane, picked at random: a RoCE flow hashed onto one NIC port."""
+    plane = rng.choice(sorted({p.plane for p in paths}))
+    return [p for p in paths if p.plane == plane]
 
 
 def _spread(total: int, planes: Sequence[int]) -> dict[int, int]:

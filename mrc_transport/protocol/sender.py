@@ -38,7 +38,7 @@ from mrc_transport.wire.frames import NackReason
 from . import events
 from .cc.planes import PlaneWindows
 from .commons import ACK_REQ, ECN_ECHO, RESTORE_WINDOW, RTX, TS, Commons
-from .config import Config
+from .config import GO_BACK_N, Config
 from .counters import ConnCounters
 from .ev import Ev, EvInput, EvSet
 from .rack import Flight, Rack, SentPacket
@@ -427,7 +427,20 @@ class Sender:
         self._requeue(pkt, "rto" if why is EvInput.TIMEOUT else "loss")
         self.counters.lost += 1
         self.cc.on_loss(pkt.ev.plane, pkt.length, now)
-        self.evs.on_lost(pkt.ev, why, now)
+        if self.cfg.recovery != GO_BACK_N:  # RoCE's flow keeps its one path
+            self.evs.on_lost(pkt.ev, why, now)
+
+    def _go_back(self, first: SentPacket, now: float) -> None:
+        """A go-back-N sequence error at ``first`` (Config.recovery): the receiver dropped
+        everything after it, so every packet in flight from it on goes again, in PSN order
+        (RoCE's requester, InfiniBand spec 9.7.5.2.8); one loss to the window."""
+        self.cc.on_loss(first.ev.plane, first.length, now)
+        self.counters.lost += 1
+        for psn in range(first.psn, self.snd_nxt):
+            pkt = self.inflight.get(psn)
+            if pkt is not None and not pkt.lost:
+                self._requeue(pkt, "nack")
+                self.counters.rtx_go_back += 1
 
     def send_failed(self, psn: int, ev: int) -> None:
         """The local stack refused this transmission of ``psn`` on ``ev`` (its port is
@@ -461,6 +474,9 @@ class Sender:
             return
         self.counters.nacks_received += 1
         self.rack.on_nack(now)
+        if h.reason is NackReason.SEQUENCE_ERROR:
+            self._go_back(pkt, now)
+            return
         trimmed = h.reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP)
         self._requeue(pkt, "trimmed" if trimmed else "nack")
         if not trimmed:

@@ -82,6 +82,10 @@ class NackReason(enum.IntEnum):
     NO_BUFFER = 3
     PSN_OUT_OF_WINDOW = 4
     UNKNOWN_CONNECTION = 5
+    SEQUENCE_ERROR = 6
+    """Go-back-N only (Config.recovery): a packet came out of PSN order; the PSN named
+    is the one expected, from which the sender resends all (RoCE's NAK code 0, PSN
+    sequence error)."""
 
 
 class Ecn(enum.IntEnum):

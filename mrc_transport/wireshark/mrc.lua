@@ -33,7 +33,7 @@ local KIND = {
 local TRIMMED_DSCPS = { [43] = "TRIMMED", [47] = "TRIMMED_LASTHOP" }
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "NO_BUFFER",
-    [4] = "PSN_OUT_OF_WINDOW", [5] = "UNKNOWN_CONNECTION",
+    [4] = "PSN_OUT_OF_WINDOW", [5] = "UNKNOWN_CONNECTION", [6] = "SEQUENCE_ERROR",
 }
 
 local f = {

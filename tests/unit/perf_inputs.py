@@ -21,7 +21,14 @@ T_WALL = 1_796_000_000.5
 """time.time() while a start document is made."""
 
 
-NEWER_COUNTERS = ("trimmed_received", "trimmed_ignored", "rtx_nack", "illegal_transitions")
+NEWER_COUNTERS = (
+    "trimmed_received",
+    "trimmed_ignored",
+    "rtx_nack",
+    "illegal_transitions",
+    "rtx_go_back",
+    "go_back_dropped",
+)
 """Counters added after the recording: an E or R message of the old code had none of them,
 so the fixed inputs leave them out."""
 
