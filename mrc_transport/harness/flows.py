@@ -62,6 +62,11 @@ class Flow:
     """MRC spraying scheduler (--scheduler); None: perf's default."""
     events: bool = False
     """MRC: keep both ends' recovery events (--events) for ``recovery_events``."""
+    evs: int | None = None
+    """MRC: active EVs (--evs); None: perf's default."""
+    recovery: str | None = None
+    """MRC: loss recovery (--recovery, both ends): "go-back-n" with ``evs`` 1 is the
+    emulated RoCE reliable connection; None: MRC's own."""
     nbytes: int | None = None
     """Send this many bytes (-n) instead of for ``seconds``: an MRC sender stops taking
     data at -t but delivers what it queued (up to 4 MiB, perf/session.py UNACKED_LIMIT), which
@@ -103,9 +108,10 @@ class Flows:
                 argv += ["--streams", str(flow.streams)]
             return tcpflow_argv(*argv)
         events = ["--events", str(self.receiver_events_path(flow))] if flow.events else []
+        recovery = ["--recovery", flow.recovery] if flow.recovery else []
         return perf_argv(
             "-s", "-1", "--lab", self.lab, "-p", str(flow.port), "--json-stream", "-i", "0",
-            "--records", records, "--flow", flow.name, *events,
+            "--records", records, "--flow", flow.name, *events, *recovery,
         )  # fmt: skip
 
     def sender_argv(self, flow: Flow) -> list[str]:
@@ -125,6 +131,10 @@ class Flows:
             argv += ["--scheduler", flow.scheduler]
         if flow.events:
             argv += ["--events", str(self.events_path(flow))]
+        if flow.evs is not None:
+            argv += ["--evs", str(flow.evs)]
+        if flow.recovery is not None:
+            argv += ["--recovery", flow.recovery]
         return perf_argv(*argv, "--json-stream", "-i", "0")
 
     # -- running ------------------------------------------------------------------------

@@ -49,6 +49,28 @@ MSG_LEN = "16K"
 (16 KiB: 6.6 ms at 20 Mbit/s; perf's default 128 KiB would be 52 ms)."""
 MRC_BASE_PORT = 4791
 TCP_BASE_PORT = 5201
+ROCE = "RoCE-style RC, emulated (go-back-N, one path)"
+"""What the ``roce`` runs are: the paper's baseline as far as this kernel allows (it has
+no RDMA): `mrc perf --evs 1 --recovery go-back-n`, NSCC standing in for DCQCN."""
+
+
+def roce_flow(name: str, src: str, dst: str, port: int, seconds: float, **kw: Any) -> Flow:
+    """An MRC flow made RoCE's reliable connection: one EV on one plane, go-back-N."""
+    return Flow(name, "mrc", src, dst, port, seconds, msg_len=MSG_LEN, evs=1,
+                recovery="go-back-n", **kw)  # fmt: skip
+
+
+def end_state(res: RunResult, flow: str) -> dict[str, float | None]:
+    """A perf flow's window (bytes, every plane's summed) and sRTT (ms) at its end, from
+    its sender's end document: what a go-back-N resend has to send again."""
+    end = res.mrc_ends.get(flow)
+    if end is None or not end.streams:
+        return {"window_bytes": None, "srtt_ms": None}
+    srtt = end.streams[0].sender.srtt_us
+    return {
+        "window_bytes": float(sum(p.window for p in end.planes)),
+        "srtt_ms": None if srtt is None else srtt / 1000,
+    }
 
 
 @dataclass(frozen=True, slots=True)

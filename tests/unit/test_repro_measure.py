@@ -81,15 +81,32 @@ def test_loss_phases_and_verdicts() -> None:
     frac = found.numbers["fraction_of_lossless"]
     assert frac["mrc"] == pytest.approx([0.975, 0.375], rel=0.03)
     assert frac["tcp"] == pytest.approx([0.1, 0.025], rel=0.03)
-    assert [r.agrees for r in found.rows] == [True, True, True, True]
+    # per level: MRC's claim, RoCE's (TCP standing in: no emulated RoCE ran), TCP compared
+    assert [r.agrees for r in found.rows] == [True, True, None, True, True, None]
     # the same MRC at 1% keeping all its goodput did better than the paper
     better = _loss_run("mrc", [80e6, 80e6, 76e6], k)
     rows = loss.measure(topo, k, [better, *results[1:]]).rows
-    assert "did better" in rows[2].verdict
+    assert "did better" in rows[3].verdict
     tcp_kept = _loss_run("tcp", [20e6, 20e6, 19e6], k)
     rows = loss.measure(topo, k, [results[0], tcp_kept, results[2]]).rows
     assert rows[1].agrees is False
     assert rows[1].verdict.startswith("differs: TCP kept 100%")
+
+
+def test_loss_judges_roce_s_claim_by_the_emulated_roce() -> None:
+    k = loss.Knobs()
+    topo = loss.EXPERIMENT.fabric.build()
+    results = [
+        _loss_run("mrc", [80e6, 78e6, 30e6], k),
+        _loss_run("roce", [19e6, 1e6, 0.1e6], k),  # go-back-N collapses
+        _loss_run("tcp", [20e6, 15e6, 8e6], k),  # TCP does not: it is not RoCE
+    ]
+    rows = loss.measure(topo, k, results).rows
+    assert rows[1].claim.startswith("0.1% loss: single-path RoCE collapses")
+    assert rows[1].agrees is True
+    assert rows[1].lab.startswith("RoCE-style RC, emulated")
+    assert rows[2].agrees is None  # TCP: a comparison, not the paper's claim
+    assert "TCP is not RoCE" in rows[2].verdict
 
 
 def _incast_run(kind: str, victim_during: float, k: incast.Knobs) -> RunResult:

@@ -27,10 +27,10 @@ from mrc_transport.repro.experiments import (
 from mrc_transport.repro.spec import Experiment, Fabric, Run
 
 ISSUE = ("loss", "permutation", "incast", "port-loss", "flapping", "cascade", "t1-blackhole")
-BUDGET_S = 50.0
-"""Seconds of runs (not start-up) a default experiment may plan, its MPTCP runs included:
-the rest of 80 s goes to bringing up the lab and starting its processes on a busy 2-core
-machine."""
+BUDGET_S = 56.0
+"""Seconds of runs (not start-up) a default experiment may plan, its MPTCP and emulated
+RoCE runs included: the rest of 86 s goes to bringing up the lab and starting its
+processes on a busy 2-core machine."""
 
 
 def _runs(exp: Experiment[Any], quick: bool) -> tuple[Run, ...]:
@@ -98,12 +98,13 @@ def test_runs_that_share_a_lab_leave_it_healed() -> None:
 def test_loss_steps_every_level_in_turn_on_every_link() -> None:
     k = loss.Knobs()
     runs = _runs(EXPERIMENTS["loss"], False)
-    assert [r.name for r in runs] == ["mrc", "tcp", "tcp8", "mptcp"]
-    assert [(f.kind, f.streams) for r in runs for f in r.flows] == [
-        ("mrc", 1),
-        ("tcp", 1),
-        ("tcp", 8),
-        ("mptcp", 1),
+    assert [r.name for r in runs] == ["mrc", "roce", "tcp", "tcp8", "mptcp"]
+    assert [(f.kind, f.streams, f.evs, f.recovery) for r in runs for f in r.flows] == [
+        ("mrc", 1, None, None),
+        ("mrc", 1, 1, "go-back-n"),  # RoCE's reliable connection, emulated
+        ("tcp", 1, None, None),
+        ("tcp", 8, None, None),
+        ("mptcp", 1, None, None),
     ]
     steps = runs[0].steps
     assert [(s.at, s.fault) for s in steps[:-1]] == [
@@ -257,5 +258,11 @@ def test_baselines_left_out_drop_their_runs() -> None:
     from mrc_transport.repro.engine import selected
 
     runs = _runs(EXPERIMENTS["loss"], True)
-    assert [r.name for r in selected(runs, ("tcp",))] == ["mrc", "tcp", "tcp8"]
-    assert [r.name for r in selected(runs, ("tcp", "mptcp"))] == ["mrc", "tcp", "tcp8", "mptcp"]
+    assert [r.name for r in selected(runs, ("tcp",))] == ["mrc", "roce", "tcp", "tcp8"]
+    assert [r.name for r in selected(runs, ("tcp", "mptcp"))] == [
+        "mrc",
+        "roce",
+        "tcp",
+        "tcp8",
+        "mptcp",
+    ]

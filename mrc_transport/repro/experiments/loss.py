@@ -1,6 +1,7 @@
-"""`loss`: random loss on every link; one MRC connection, one TCP flow over ECMP (the
-RoCE stand-in), TCP with 8 parallel streams and one MPTCP connection (a subflow per plane,
-what a Linux user would pick for multipath), each as a fraction of its lossless goodput.
+"""`loss`: random loss on every link; one MRC connection, RoCE's reliable connection
+emulated (go-back-N on one path: `mrc perf --evs 1 --recovery go-back-n`), one TCP flow
+over ECMP, TCP with 8 parallel streams and one MPTCP connection (a subflow per plane, what a
+Linux user would pick for multipath), each as a fraction of its lossless goodput.
 
 Paper (mrc-protocol-notes.md, "Headline comparisons"): under 0.1% loss MRC is barely
 affected while single-path RoCE collapses; at 1% loss MRC keeps about a third of line
@@ -30,6 +31,7 @@ from mrc_transport.repro.measure import mbit, pct, rate, ratio, warm
 from mrc_transport.repro.spec import (
     MRC_BASE_PORT,
     MSG_LEN,
+    ROCE,
     TCP_BASE_PORT,
     Experiment,
     Fabric,
@@ -38,12 +40,15 @@ from mrc_transport.repro.spec import (
     Run,
     RunResult,
     compared,
+    end_state,
     need,
+    roce_flow,
     sender_seconds,
 )
 
 TRANSPORTS = {
     "mrc": "MRC, 1 connection",
+    "roce": ROCE,
     "tcp": "TCP, 1 flow",
     "tcp8": "TCP, 8 streams",
     "mptcp": "MPTCP, 1 connection",
@@ -87,6 +92,7 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     seconds = sender_seconds(duration(k))
     flows = {
         "mrc": Flow("mrc", "mrc", src, dst, MRC_BASE_PORT, seconds, msg_len=MSG_LEN),
+        "roce": roce_flow("roce", src, dst, MRC_BASE_PORT, seconds),
         "tcp": Flow("tcp", "tcp", src, dst, TCP_BASE_PORT, seconds),
         "tcp8": Flow("tcp8", "tcp", src, dst, TCP_BASE_PORT, seconds, streams=8),
         "mptcp": Flow("mptcp", "mptcp", src, dst, TCP_BASE_PORT, seconds),
@@ -112,15 +118,20 @@ def phases(res: RunResult, k: Knobs) -> list[float]:
 
 def line_rate(topo: Topology, name: str) -> float:
     """What the transport could reach: MRC and MPTCP every port, 8 TCP streams up to 8,
-    1 TCP flow one."""
-    ports = {"mrc": topo.planes, "tcp": 1, "tcp8": min(8, topo.planes), "mptcp": topo.planes}[name]
+    1 TCP flow and RoCE's one path one."""
+    ports = {
+        "mrc": topo.planes, "roce": 1, "tcp": 1, "tcp8": min(8, topo.planes),
+        "mptcp": topo.planes,
+    }[name]  # fmt: skip
     return float(topo.host_link.rate_bps * ports)
 
 
 def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
     goodputs = {r.run.name: phases(r, k) for r in results}
     frac = {n: [ratio(g, gs[0]) for g in gs[1:]] for n, gs in goodputs.items()}
+    roce_end = next((end_state(r, "roce") for r in results if r.run.name == "roce"), None)
     numbers: dict[str, Any] = {
+        "roce_at_end": roce_end,
         "levels_pct": list(k.levels),
         "goodput_bps": goodputs,
         "fraction_of_lossless": frac,
@@ -135,7 +146,7 @@ def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
             for r in results
         },
     }
-    return Findings(tuple(_rows(topo, k, goodputs, frac)), numbers)
+    return Findings(tuple(_rows(topo, k, goodputs, frac, roce_end)), numbers)
 
 
 def _lab(frac: dict[str, list[float | None]], i: int) -> str:
@@ -143,28 +154,61 @@ def _lab(frac: dict[str, list[float | None]], i: int) -> str:
 
 
 def _rows(
-    topo: Topology, k: Knobs, goodputs: dict[str, list[float]], frac: dict[str, list[float | None]]
+    topo: Topology,
+    k: Knobs,
+    goodputs: dict[str, list[float]],
+    frac: dict[str, list[float | None]],
+    roce_end: dict[str, float | None] | None,
 ) -> list[Row]:
     rows = []
     for i, level in enumerate(k.levels):
         rows.append(_mrc_row(topo, level, i, goodputs, frac))
-        tcp = frac["tcp"][i]
-        collapsed = tcp is not None and tcp < 0.2
-        rows.append(
-            Row(
-                f"{level:g}% loss: single-path RoCE collapses"
-                + (" (unusable)" if level >= 1 else ""),
-                _lab(frac, i),
-                "agrees"
-                if collapsed
-                else f"differs: TCP kept {pct(tcp)}; its SACK resends only the lost segment, "
-                "RoCE's go-back-N all that followed it",
-                collapsed,
-            )
-        )
+        rows.append(_roce_row(level, i, goodputs, frac, roce_end))
+        rows.append(_tcp_row(level, i, frac))
         if "mptcp" in frac:
             rows.append(_mptcp_row(level, i, goodputs, frac))
     return rows
+
+
+def _roce_row(
+    level: float,
+    i: int,
+    goodputs: dict[str, list[float]],
+    frac: dict[str, list[float | None]],
+    end: dict[str, float | None] | None,
+) -> Row:
+    """The paper's claim, judged by the emulated RoCE when it ran, else by single-path TCP
+    (its stand-in before go-back-N)."""
+    claim = f"{level:g}% loss: single-path RoCE collapses" + (" (unusable)" if level >= 1 else "")
+    if "roce" not in frac:
+        tcp = frac["tcp"][i]
+        ok = tcp is not None and tcp < 0.2
+        verdict = "agrees (TCP standing in for RoCE)" if ok else f"differs: TCP kept {pct(tcp)}"
+        return Row(claim, _lab(frac, i), verdict, ok)
+    roce = frac["roce"][i]
+    collapsed = roce is not None and roce < 0.2
+    depth = ""
+    if end and end["window_bytes"] is not None and end["srtt_ms"] is not None:
+        depth = (
+            f"; at the end its window was {end['window_bytes'] / 1024:.0f} KiB and its sRTT "
+            f"{end['srtt_ms']:.1f} ms: what one loss sends again"
+        )
+    lab = f"{ROCE} {pct(roce)} of lossless ({mbit(goodputs['roce'][i + 1])}){depth}"
+    verdict = (
+        "agrees: each loss resends every packet in flight after it"
+        if collapsed
+        else f"differs: go-back-N kept {pct(roce)}"
+    )
+    return Row(claim, lab, verdict, collapsed)
+
+
+def _tcp_row(level: float, i: int, frac: dict[str, list[float | None]]) -> Row:
+    tcp, tcp8 = frac["tcp"][i], frac.get("tcp8", [None] * (i + 1))[i]
+    return compared(
+        f"{level:g}% loss: single-path TCP over ECMP",
+        f"TCP 1 flow {pct(tcp)}, 8 streams {pct(tcp8)} of lossless",
+        "TCP is not RoCE: its SACKs resend only the lost segment, as MRC's do",
+    )
 
 
 def _mptcp_row(
@@ -232,7 +276,7 @@ def plot(path: Path, topo: Topology, k: Knobs, results: Sequence[RunResult]) -> 
 EXPERIMENT = Experiment(
     name="loss",
     code="loss",
-    title="random loss on every link: MRC vs TCP (1 flow, 8 streams)",
+    title="random loss on every link: MRC vs RoCE's go-back-N, TCP and MPTCP",
     paper="Under 0.1% loss MRC is barely affected while single-path RoCE collapses; at 1% "
     "loss MRC keeps about a third of line rate and RoCE is unusable.",
     fabric=Fabric(preset="default", rate_bps=20_000_000),
