@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from labs import addressing
 from labs.apply import down, up
 from labs.topology import Topology, namespace, preset
-from mrc_transport.repro.machine import CPU_BOUND
+from mrc_transport.harness.machine import CPU_BOUND
 
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 INTERVAL = 0.5

@@ -10,7 +10,7 @@ Theory of operation. For an experiment and a fabric, the engine
    one lane per target (harness/schedule.py ``lanes``, ``run_schedule``); waits for
    every flow and judges its bytes (harness/flows.py); reads the records, the lab's fault
    log (paired into windows by harness/timeline.py) and the MRC senders' recovery events;
-   samples the CPUs (repro/machine.py) and watches for host pauses (harness/pauses.py);
+   samples the CPUs (harness/machine.py) and watches for host pauses (harness/pauses.py);
 4. hands the runs to the experiment's ``measure`` and ``plot`` and writes NAME.json,
    NAME.png and NAME.md (repro/result.py).
 """
@@ -77,8 +77,8 @@ def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) 
     from rich.console import Console
 
     from labs.apply import lab_exists
+    from mrc_transport.harness.machine import machine_state
     from mrc_transport.repro import result
-    from mrc_transport.repro.machine import machine_state
 
     console = console or Console()
     if os.geteuid() != 0:
@@ -156,9 +156,9 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
 
     from labs.faults import read_events
     from mrc_transport.harness.errors import unwrap
+    from mrc_transport.harness.machine import cpu_times, cpu_use
     from mrc_transport.harness.pauses import PauseWatch
     from mrc_transport.harness.schedule import label_flaps
-    from mrc_transport.repro.machine import cpu_times, cpu_use
 
     res = RunResult(run)
     before = cpu_times()

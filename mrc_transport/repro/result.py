@@ -5,7 +5,7 @@ of every flow of every run (MRC and TCP) arrived and matched; ``rows`` hold the 
 claims side by side with the lab's figures and a verdict in words; ``measured`` the
 figures themselves; ``runs`` per run its flows (harness/report.py's FlowReport), the faults
 as the lab logged them and the CPU; ``machine`` the date, the kernel, the load and whether
-any run was CPU-bound (repro/machine.py). Times are seconds since each run's origin.
+any run was CPU-bound (harness/machine.py). Times are seconds since each run's origin.
 """
 
 from __future__ import annotations

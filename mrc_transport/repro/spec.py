@@ -29,11 +29,11 @@ from labs.units import format_rate
 from mrc_transport.harness.baselines import BaselineKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.machine import CpuUse
 from mrc_transport.harness.pauses import Pause
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import Delivery, FaultWindow
 from mrc_transport.perf.report import EndDoc
-from mrc_transport.repro.machine import CpuUse
 
 START_SLACK_S = 0.5
 """A sender started with the first flows runs this much longer than the run: the run's
