@@ -21,6 +21,7 @@ from mrc_transport import __version__
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("lab", "build and break a multi-plane Clos fabric of network namespaces"),
     ("perf", "iperf3-style MRC transfers"),
+    ("collective", "nccl-tests' collectives between lab hosts over MRC, MPTCP or TCP"),
     ("demo", "workshop demos: failover and collisions"),
     ("repro", "the paper's experiments at lab scale, side by side with its figures"),
     ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),

@@ -76,9 +76,9 @@ def slices(chunk: int, chunk_bytes: int, slice_bytes: int = SLICE_BYTES) -> list
 
 async def iteration(
     alg: Algorithm, steps: Sequence[Step], mesh: Mesh, buffers: Buffers, slice_bytes: int
-) -> float:
-    """Run the collective once on every rank; its time, from the first rank's start to the
-    last rank's end. RunFailed when it does not end within ITERATION_TIMEOUT_S."""
+) -> tuple[float, float]:
+    """Run the collective once on every rank; the monotonic times of the first rank's start
+    and the last rank's end. RunFailed when it does not end within ITERATION_TIMEOUT_S."""
     n = len(buffers.results)
     chunk_bytes = buffers.results[0].nbytes // n
     t0 = time.monotonic()
@@ -92,7 +92,7 @@ async def iteration(
                     nursery.start_soon(_alltoall_rank, ring, buffers.sends[r], buffers.results[r])
     if scope.cancelled_caught:
         raise RunFailed(f"an iteration did not end within {ITERATION_TIMEOUT_S:g} s")
-    return time.monotonic() - t0
+    return t0, time.monotonic()
 
 
 class _RingRank:

@@ -126,8 +126,8 @@ async def run_sweep(cfg: SweepConfig, where: Placement, say: Callable[[str], Non
             seconds, wrong = 0.0, 0
             for i in range(cfg.warmup + cfg.iters):
                 buffers = prepare(cfg.alg, pattern, cfg.dtype, n, i)
-                t = await iteration(cfg.alg, steps, mesh, buffers, cfg.slice_bytes)
-                seconds += t if i >= cfg.warmup else 0.0
+                t0, t1 = await iteration(cfg.alg, steps, mesh, buffers, cfg.slice_bytes)
+                seconds += t1 - t0 if i >= cfg.warmup else 0.0
                 wrong += count_wrong(cfg.alg, pattern, cfg.dtype, buffers, i)
             row = _row(cfg, size, n, seconds / cfg.iters, wrong)
             out.rows.append(row)

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mrc_transport.harness.report import flow_reports, write_json
+from mrc_transport.harness.report import fault_json, flow_reports, played_json, write_json
 from mrc_transport.harness.timeline import flow_totals
 from mrc_transport.repro.spec import Experiment, Findings, RunResult
 
@@ -47,21 +47,8 @@ def run_document(res: RunResult) -> dict[str, Any]:
             }
             for r in reports
         ],
-        "faults": [
-            {
-                "kind": f.kind,
-                "target": f.target,
-                "action": f.action,
-                "t_start": round(f.t_start - res.t_origin, 4),
-                "t_end": round(f.t_end - res.t_origin, 4),
-                "restored": f.restored,
-            }
-            for f in res.faults
-        ],
-        "steps": [
-            {"step": s.describe(), "at": s.at, "applied_at": round(t1 - res.t_origin, 4)}
-            for s, _t0, t1 in res.played
-        ],
+        "faults": [fault_json(f, res.t_origin) for f in res.faults],
+        "steps": played_json(res.played, res.t_origin),
         "cpu": res.cpu.to_dict() if res.cpu is not None else None,
         "mrc_senders_cpu_s": round(res.mrc_cpu_s, 2),
         "host_pauses": {"count": len(res.pauses), "longest_ms": round(longest * 1e3, 1)},
