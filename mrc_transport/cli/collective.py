@@ -52,7 +52,13 @@ def register(subparsers: Any, help_text: str) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the MRC endpoints' RNG")
     loop = p.add_argument_group("a training step's loop (-e is a step's size)")
-    loop.add_argument("--steps", type=int, default=None, metavar="N", help="timed steps")
+    loop.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="timed steps (with --schedule FILE, as many more as its faults and 2 s after take)",
+    )
     how = loop.add_mutually_exclusive_group()
     how.add_argument(
         "--schedule",
@@ -136,7 +142,7 @@ def loop_config(args: argparse.Namespace, sweep: SweepConfig, where: Placement) 
         cfg = LoopConfig(
             sweep.alg, sweep.sizes[-1], args.steps, sweep.warmup, sweep.dtype, sweep.transport,
             steps, spread=args.schedule is None and not args.collide, collide=args.collide,
-            seed=sweep.seed,
+            until_s=sched.natural_duration(steps) if steps else 0.0, seed=sweep.seed,
         )  # fmt: skip
         check_loop(cfg, where)
     except HarnessError as exc:

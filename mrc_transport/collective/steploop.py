@@ -12,11 +12,11 @@ training step's gradient exchange), the next begins when the last rank has its r
    that link's T1 ``@tcp-t1`` and the port in its plane of the busiest host below it
    ``@src-port`` (harness/linkload.py);
 3. takes the moment the first timed step starts as time 0 and plays the schedule from it
-   (harness/schedule.py, a lane per target) while the N steps run; the default schedule
-   (the workshop's: a gray cut, a hard cut, a flap, a T1 that stops forwarding, a port
-   down, each undone) is spread over the loop's expected length, from the warm-up's step
-   time; a schedule's steps the loop outlasted are not played, and a fault still in effect
-   when the loop ends is undone;
+   (harness/schedule.py, a lane per target) while the N steps run, and with a schedule of
+   its own goes on stepping until the schedule's last step and TAIL_S after it (``until_s``);
+   the default schedule (the workshop's: a gray cut, a hard cut, a flap, a T1 that stops
+   forwarding, a port down, each undone) is spread over the N steps' expected length, from
+   the warm-up's step time; a fault still in effect when the loop ends is undone;
 4. pairs the lab's fault log into windows (harness/timeline.py) for the summary
    (collective/steps.py), the JSON and the figures.
 """
@@ -67,6 +67,9 @@ class LoopConfig:
     """Play the workshop's schedule, spread over the loop (``schedule`` is ignored)."""
     collide: bool = False
     """A new mesh every step (ECMP hashes TCP's flows anew)."""
+    until_s: float = 0.0
+    """Steps go on until this long after the first one started, however many that is (a
+    given schedule's length and its tail: every fault is played and its aftermath seen)."""
     slice_bytes: int = SLICE_BYTES
     seed: int | None = None
 
@@ -183,10 +186,12 @@ async def _timed(loop: _Loop, res: LoopResult) -> None:
         for lane in sched.lanes(res.schedule):
             play = partial(sched.run_schedule, lab, lane, res.t_origin, on_step=played)
             nursery.start_soon(play)
-        for k in range(loop.cfg.steps):
+        k = 0
+        while k < loop.cfg.steps or time.monotonic() < res.t_origin + loop.cfg.until_s:
             t0, t1, wrong = await loop.step(loop.cfg.warmup + k)
             res.steps.append(StepTime(k, t0, t1, wrong))
             loop.say(_step_line(res.steps[-1], res))
+            k += 1
         res.t_stop = time.monotonic()
         nursery.cancel_scope.cancel()  # a fault being applied finishes first (its thread)
     for fault in still_broken(res.played):

@@ -52,6 +52,30 @@ def run_document(res: RunResult) -> dict[str, Any]:
         "cpu": res.cpu.to_dict() if res.cpu is not None else None,
         "mrc_senders_cpu_s": round(res.mrc_cpu_s, 2),
         "host_pauses": {"count": len(res.pauses), "longest_ms": round(longest * 1e3, 1)},
+        "loop": None if res.loop is None else _loop(res),
+    }
+
+
+def _loop(res: RunResult) -> dict[str, Any]:
+    """A step loop's run: what it ran and each step (collective/report.py's fields)."""
+    assert res.run.loop is not None
+    assert res.loop is not None
+    c = res.run.loop.config
+    return {
+        "collective": c.alg.name,
+        "size": c.size,
+        "transport": c.transport,
+        "hosts": list(res.run.loop.hosts),
+        "bindings": res.loop.bindings,
+        "warmup_s": [round(s, 4) for s in res.loop.warmup_s],
+        "steps": [
+            {
+                "t_start": round(s.t_start - res.t_origin, 4),
+                "seconds": round(s.seconds, 4),
+                "wrong": s.wrong,
+            }
+            for s in res.loop.steps
+        ],
     }
 
 
@@ -113,9 +137,14 @@ def machine_line(doc: Mapping[str, Any]) -> str:
 
 def verified_line(doc: Mapping[str, Any]) -> str:
     n = sum(len(r["flows"]) for r in doc["runs"])
+    loops = [r for r in doc["runs"] if r.get("loop")]
     if doc["verified"]:
+        if loops:
+            steps = sum(len(r["loop"]["steps"]) for r in loops)
+            return f"every element of all {steps} steps' results of {len(loops)} loops verified"
         return f"every byte of all {n} flows verified"
     bad = [f"{r['name']}/{f['flow']}" for r in doc["runs"] for f in r["flows"] if not f["verified"]]
+    bad += [f"{r['name']} (its steps)" for r in loops if not r["verified"]]
     return f"NOT verified: {', '.join(bad) or 'no flow ran'}"
 
 

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from labs.errors import LabError
 from labs.topology import Topology, preset
 from labs.units import format_rate
+from mrc_transport.collective.steploop import LoopConfig, LoopResult
 from mrc_transport.harness.baselines import BaselineKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
@@ -52,8 +53,20 @@ TCP_BASE_PORT = 5201
 
 
 @dataclass(frozen=True, slots=True)
+class StepLoop:
+    """A training step's loop (collective/steploop.py) that a run plays in place of flows:
+    every host a rank in this process, each step a collective, the faults beside it."""
+
+    config: LoopConfig
+    """The loop; its schedule is the run's ``steps``."""
+    hosts: tuple[str, ...]
+    """The ranks' hosts, in ring order."""
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    """Flows that run together on one lab, the faults played meanwhile, and a length."""
+    """Flows that run together on one lab (or a step loop), the faults played meanwhile,
+    and a length."""
 
     name: str
     """Short name, also the prefix of the run's files ("mrc", "tcp", "tcp8")."""
@@ -64,6 +77,15 @@ class Run:
     steps: tuple[Step, ...] = ()
     """Fault schedule, ``at`` in seconds after the origin; steps on one target play in
     order, steps on different targets at the same time (a flap sleeps through its cycles)."""
+    loop: StepLoop | None = None
+    """A step loop instead of flows (``flows`` empty): its first timed step is the origin."""
+
+    @property
+    def kinds(self) -> set[str]:
+        """Its transports: its flows' kinds, or its loop's."""
+        if self.loop is not None:
+            return {self.loop.config.transport}
+        return {f.kind for f in self.flows}
 
 
 @dataclass
@@ -98,6 +120,8 @@ class RunResult:
     """CPU seconds the MRC clients reported spending (their end documents)."""
     mrc_ends: dict[str, EndDoc] = field(default_factory=dict)
     """Per MRC flow: its client's end document (both ends' counters, sRTT)."""
+    loop: LoopResult | None = None
+    """A step loop's steps, its schedule as played and its faults."""
 
     def flow_deliveries(self, names: Sequence[str]) -> list[Delivery]:
         wanted = set(names)
