@@ -61,20 +61,23 @@ def _plus(values: Array, constant: int) -> Array:
     return out
 
 
-def contribution(pattern: Array, dtype: str, rank: int, iteration: int) -> Array:
-    """What rank ``rank`` puts in, in ``iteration``: a whole buffer."""
-    return _plus(pattern, offset(dtype, rank, iteration))
-
-
-def initial(name: str, own: Array, n: int, rank: int) -> Array:
-    """The rank's result buffer before the collective: its contribution for all-reduce,
-    else only its own chunk of it (the rest zero)."""
+def start(
+    name: str, pattern: Array, dtype: str, n: int, rank: int, iteration: int,
+    result: Array, send: Array | None = None,
+) -> None:  # fmt: skip
+    """Fill a rank's buffers for ``iteration``, in place (no allocation, no page faults
+    between steps): all-reduce's result is its whole contribution, all-gather's its own
+    chunk of it; all-to-all's send buffer is its contribution and its result its own block
+    of it. The rest of the result is left as the iteration before left it: the collective
+    overwrites it, and what it does not is wrong (the iteration's constant differs)."""
+    c = pattern.dtype.type(offset(dtype, rank, iteration))
     if name == "allreduce":
-        return own.copy()
-    out = np.zeros_like(own)
-    part = _chunk(own, n, rank)
-    out[part] = own[part]
-    return out
+        np.add(pattern, c, out=result)
+        return
+    part = chunk(pattern, n, rank)
+    if send is not None:
+        np.add(pattern, c, out=send)
+    np.add(pattern[part], c, out=result[part])
 
 
 def expected(name: str, pattern: Array, dtype: str, n: int, rank: int, iteration: int) -> Array:
@@ -87,12 +90,12 @@ def expected(name: str, pattern: Array, dtype: str, n: int, rank: int, iteration
     for j in range(n):
         # all-gather: chunk j is rank j's chunk j; all-to-all: block j is rank j's block
         # for this rank
-        src = _chunk(pattern, n, j if name == "allgather" else rank)
-        out[_chunk(pattern, n, j)] = _plus(pattern[src], offset(dtype, j, iteration))
+        src = chunk(pattern, n, j if name == "allgather" else rank)
+        out[chunk(pattern, n, j)] = _plus(pattern[src], offset(dtype, j, iteration))
     return out
 
 
-def _chunk(values: Array, n: int, index: int) -> slice:
+def chunk(values: Array, n: int, index: int) -> slice:
     """Chunk ``index`` of n, in elements."""
     size = len(values) // n
     return slice(index * size, (index + 1) * size)

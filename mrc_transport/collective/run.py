@@ -35,19 +35,29 @@ ITERATION_TIMEOUT_S = 120.0
 
 @dataclass
 class Buffers:
-    """One iteration's data: what each rank puts in and where its result builds up."""
+    """The ranks' data: what each puts in and where its result builds up, allocated once
+    per size and filled anew for each iteration (``prepare``)."""
 
     sends: list[data.Array]
-    """Each rank's contribution (all-to-all sends its blocks from it)."""
+    """Each rank's contribution, which all-to-all sends its blocks from (a ring sends
+    from its result buffer: none here)."""
     results: list[data.Array]
-    """Each rank's result buffer (a ring sends from and into it)."""
+    """Each rank's result buffer."""
+
+    @classmethod
+    def allocate(cls, alg: Algorithm, pattern: data.Array, n: int) -> Buffers:
+        sends = [] if alg.ring else [np.empty_like(pattern) for _ in range(n)]
+        return cls(sends, [np.empty_like(pattern) for _ in range(n)])
 
 
-def prepare(alg: Algorithm, pattern: data.Array, dtype: str, n: int, iteration: int) -> Buffers:
-    """Every rank's contribution and its result buffer before the collective."""
-    sends = [data.contribution(pattern, dtype, r, iteration) for r in range(n)]
-    results = [data.initial(alg.name, sends[r], n, r) for r in range(n)]
-    return Buffers(sends, results)
+def prepare(
+    alg: Algorithm, pattern: data.Array, dtype: str, iteration: int, buffers: Buffers
+) -> Buffers:
+    """Every rank's buffers filled for ``iteration`` (collective/data.py ``start``)."""
+    for r, result in enumerate(buffers.results):
+        send = buffers.sends[r] if buffers.sends else None
+        data.start(alg.name, pattern, dtype, len(buffers.results), r, iteration, result, send)
+    return buffers
 
 
 def count_wrong(

@@ -35,7 +35,13 @@ from labs.faultkinds import Degrade, Fault, Flap, Restore, Unfail
 from mrc_transport.collective import bandwidth, data
 from mrc_transport.collective.algorithms import Algorithm, pairs
 from mrc_transport.collective.links import Mesh, Placement, Transport, open_transport
-from mrc_transport.collective.run import SLICE_BYTES, count_wrong, iteration, prepare
+from mrc_transport.collective.run import (
+    SLICE_BYTES,
+    Buffers,
+    count_wrong,
+    iteration,
+    prepare,
+)
 from mrc_transport.collective.steps import StepTime
 from mrc_transport.harness import linkload
 from mrc_transport.harness import schedule as sched
@@ -159,12 +165,13 @@ class _Loop:
         self.n = len(where.hosts)
         self.plan = cfg.alg.schedule(self.n)
         self.pattern = data.base(cfg.dtype, cfg.size // data.ELEMENT_BYTES)
+        self.buffers = Buffers.allocate(cfg.alg, self.pattern, self.n)
         self.mesh: Mesh | None = None
 
     async def step(self, i: int) -> tuple[float, float, int]:
         """Iteration i of the collective: its start, its end and its wrong elements."""
         mesh = self.mesh or await self.transport.mesh(pairs(self.plan))
-        buffers = prepare(self.cfg.alg, self.pattern, self.cfg.dtype, self.n, i)
+        buffers = prepare(self.cfg.alg, self.pattern, self.cfg.dtype, i, self.buffers)
         t0, t1 = await iteration(self.cfg.alg, self.plan, mesh, buffers, self.cfg.slice_bytes)
         if mesh is not self.mesh:
             self.transport.close(mesh)

@@ -18,7 +18,13 @@ from labs.units import format_size
 from mrc_transport.collective import bandwidth, data, table
 from mrc_transport.collective.algorithms import Algorithm, pairs
 from mrc_transport.collective.links import Placement, open_transport
-from mrc_transport.collective.run import SLICE_BYTES, count_wrong, iteration, prepare
+from mrc_transport.collective.run import (
+    SLICE_BYTES,
+    Buffers,
+    count_wrong,
+    iteration,
+    prepare,
+)
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.machine import CpuUse, cpu_times, cpu_use
 
@@ -123,9 +129,10 @@ async def run_sweep(cfg: SweepConfig, where: Placement, say: Callable[[str], Non
         mesh = await transport.mesh(pairs(steps))
         for size in cfg.sizes:
             pattern = data.base(cfg.dtype, size // data.ELEMENT_BYTES)
+            buffers = Buffers.allocate(cfg.alg, pattern, n)
             seconds, wrong = 0.0, 0
             for i in range(cfg.warmup + cfg.iters):
-                buffers = prepare(cfg.alg, pattern, cfg.dtype, n, i)
+                prepare(cfg.alg, pattern, cfg.dtype, i, buffers)
                 t0, t1 = await iteration(cfg.alg, steps, mesh, buffers, cfg.slice_bytes)
                 seconds += t1 - t0 if i >= cfg.warmup else 0.0
                 wrong += count_wrong(cfg.alg, pattern, cfg.dtype, buffers, i)

@@ -77,8 +77,10 @@ def test_a_schedule_that_sends_another_chunk_does_not_forward() -> None:
 
 def simulate(name: str, n: int, pattern: data.Array, dtype: str, it: int) -> list[data.Array]:
     """The schedule played in memory: every step's sends read before any receive writes."""
-    sends = [data.contribution(pattern, dtype, r, it) for r in range(n)]
-    results = [data.initial(name, sends[r], n, r) for r in range(n)]
+    sends = [np.empty_like(pattern) for _ in range(n)]
+    results = [np.zeros_like(pattern) for _ in range(n)]
+    for r in range(n):
+        data.start(name, pattern, dtype, n, r, it, results[r], sends[r])
     size = len(pattern) // n
     for step in ALGORITHMS[name].schedule(n):
         source = sends if name == "alltoall" else results
