@@ -26,7 +26,7 @@ from mrc_transport.collective.algorithms import Algorithm, Step, Transfer, forwa
 from mrc_transport.collective.errors import RunFailed
 from mrc_transport.collective.links import Link, Mesh
 
-SLICE_BYTES = 512 * 1024
+SLICE_BYTES = 1 << 20
 """The most a slice carries: small enough that a ring's pipeline fills fast, large
 enough that a message's bookkeeping is a small share of its time (ours)."""
 ITERATION_TIMEOUT_S = 120.0
