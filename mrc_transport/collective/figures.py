@@ -24,6 +24,7 @@ class Series:
     kind: str
     """Its transport: mrc, tcp or mptcp (the colour and the name)."""
     steps: Sequence[StepTime]
+    """Its timed steps."""
     faults: Sequence[FaultWindow]
     """The lab's faults during the loop."""
     t_origin: float

@@ -330,8 +330,11 @@ class Placement:
     """Where a collective runs: a running lab's hosts, one rank each, in ring order."""
 
     lab: str
+    """The running lab."""
     topo: Topology
+    """Its fabric."""
     hosts: tuple[str, ...]
+    """The ranks' hosts: rank i is hosts[i]."""
 
 
 @asynccontextmanager

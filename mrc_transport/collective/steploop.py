@@ -68,7 +68,9 @@ class LoopConfig:
     warmup: int = 1
     """Untimed steps before them (they measure the placeholders' targets)."""
     dtype: str = "float"
+    """float or int32."""
     transport: str = "mrc"
+    """mrc, mptcp or tcp."""
     schedule: tuple[sched.Step, ...] = ()
     """Faults at seconds from the first timed step (placeholders allowed)."""
     spread: bool = False
@@ -79,7 +81,9 @@ class LoopConfig:
     """Steps go on until this long after the first one started, however many that is (a
     given schedule's length and its tail: every fault is played and its aftermath seen)."""
     slice_bytes: int = SLICE_BYTES
+    """The most one MRC message (one TCP write) carries."""
     seed: int | None = None
+    """The MRC endpoints' random numbers, for a repeatable run."""
 
     @property
     def measures_paths(self) -> bool:
@@ -92,7 +96,9 @@ class LoopResult:
     """What a loop measured."""
 
     steps: list[StepTime] = field(default_factory=list)
+    """Every timed step, in order."""
     warmup_s: list[float] = field(default_factory=list)
+    """The warm-up steps' times."""
     t_origin: float = 0.0
     """time.monotonic() of the first timed step's start."""
     t_stop: float = 0.0
@@ -110,6 +116,7 @@ class LoopResult:
     ideal_s: float = 0.0
     """The fabric's least time for one step."""
     cpu: CpuUse | None = None
+    """The CPUs over the loop."""
 
     @property
     def unplayed(self) -> list[sched.Step]:

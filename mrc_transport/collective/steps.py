@@ -54,9 +54,13 @@ class Tail:
     """Step times of a set of steps, seconds."""
 
     steps: int
+    """How many."""
     p50: float
+    """Their median."""
     p99: float
+    """Their nearest-rank 99th percentile."""
     max: float
+    """The slowest."""
 
     @classmethod
     def of(cls, steps: Sequence[StepTime]) -> Tail | None:
@@ -71,6 +75,7 @@ class FaultSteps:
     """The steps one fault touched."""
 
     fault: FaultWindow
+    """The fault, from the lab's log."""
     steps: int
     """Steps in effect while it was."""
     longest_s: float | None
@@ -92,6 +97,7 @@ class StepSummary:
     wrong: int
     """Wrong elements over every step."""
     per_fault: tuple[FaultSteps, ...]
+    """Each fault of the lab's log with the steps it touched."""
 
     @property
     def reference_s(self) -> float:

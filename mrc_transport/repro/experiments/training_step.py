@@ -71,15 +71,17 @@ TRANSPORTS = ("mrc", "tcp", "mptcp")
 @dataclass(frozen=True, slots=True)
 class Knobs:
     size: int = 4 << 20
-    """Bytes each rank all-reduces per step (a step of ~0.15 s at default's rates)."""
+    """Bytes each rank all-reduces per step (0.147 s at best at default's rates)."""
     warmup: int = 2
     """Untimed steps (they find the busiest link)."""
     cut_at: float = 3.0
     """Seconds after the first timed step the link is cut (gray)."""
     cut_s: float = 3.0
+    """How long it stays cut."""
     fail_at: float = 9.0
     """Seconds after the first timed step its T1 stops forwarding."""
     fail_s: float = 3.0
+    """How long the T1 forwards nothing."""
     tail_s: float = 3.0
     """Steps after the T1 forwards again."""
     min_steps: int = 10
