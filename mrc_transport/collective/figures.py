@@ -103,6 +103,14 @@ def cdf_png(
         ax.axvline(target, color="black", linestyle=":", linewidth=1.2, label=f"{target:g}x")
     if any(_hit(s, st) for s in series for st in s.steps):
         ax.scatter([], [], marker="x", color=HIT_COLOUR, label="a fault in effect")
+    if relative:  # a stalled single path's step is many times the median: keep 1-2x legible
+        ax.set_xscale("log")
+        top = max(
+            (st.seconds / (s.reference_s or 1.0) for s in series for st in s.steps), default=2.0
+        )
+        ticks = [t for t in (0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0) if t <= top * 1.1]
+        ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
     ax.set_xlabel("step time, x the fault-free median" if relative else "step time, s")
     ax.set_ylabel("fraction of steps")
     ax.set_ylim(0, 1.02)
