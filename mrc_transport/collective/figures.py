@@ -72,7 +72,9 @@ def timeline_png(path: str | Path, series: Sequence[Series], title: str) -> None
         ax.set_ylim(0, max(ys, default=1.0) * 1.15)
         ax.set_title(s.label, loc="left", fontsize=14, fontweight="bold", color=colour)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right", fontsize=10, ncols=3)
+        # above the panel's right end, beside its title: never over a tall step
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=10, ncols=3,
+                  frameon=False)  # fmt: skip
     axes[-1].set_xlabel("seconds since the first step")
     fig.supylabel("step time, s", fontsize=14)
     fig.suptitle(title, fontsize=16)
