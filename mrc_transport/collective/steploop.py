@@ -132,6 +132,12 @@ def check_loop(cfg: LoopConfig, where: Placement) -> None:
             "the schedule's @tcp-link (and friends) is measured over the warm-up steps: "
             "give -w 1 or more"
         )
+    racks = {where.topo.rack_of(h) for h in where.hosts}
+    if cfg.measures_paths and len(racks) < 2:
+        raise HarnessError(
+            "the schedule's @tcp-link is a T0-T1 link the ranks' bytes cross, and every host "
+            f"is in rack {racks.pop()}: give --hosts from 2 racks or a schedule of named targets"
+        )
     sched.check_targets(cfg.schedule, where.topo)
 
 

@@ -153,6 +153,8 @@ def test_an_unfinished_fault_is_undone_when_the_loop_ends(lab: str, tmp_path: Pa
         (["--hosts", "h1,h1"], ["named twice"]),
         (["-b", "1000", "-e", "1000"], ["1000 is not a multiple of 16 bytes"]),
         (["--steps", "2", "--schedule", "nope.yaml"], ["nope.yaml"]),
+        (["--steps", "2", "--hosts", "h0,h1"], ["every host is in rack 0"]),
+        (["--steps", "2", "-w", "0"], ["-w 1 or more"]),
     ],
 )
 def test_bad_input_on_a_lab_is_one_line(
