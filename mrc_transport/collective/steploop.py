@@ -24,6 +24,7 @@ training step's gradient exchange), the next begins when the last rank has its r
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from functools import partial
 
 import trio
 
-from labs.faultkinds import Degrade, Fault, Flap, Restore, Unfail
+from labs.faultkinds import Degrade, Fault, FaultLab, Flap, Restore, Unfail
 from mrc_transport.collective import bandwidth, data
 from mrc_transport.collective.algorithms import Algorithm, pairs
 from mrc_transport.collective.links import Mesh, Placement, Transport, open_transport
@@ -213,9 +214,8 @@ class FaultWorker:
     a fresh interpreter, not a copy of this one and its buffers) before the warm-up."""
 
     def __init__(self) -> None:
-        self.pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn")
-        )
+        spawn = multiprocessing.get_context("spawn")
+        self.pool = ProcessPoolExecutor(1, mp_context=spawn, initializer=_leave_ctrl_c)
 
     async def run_sync(self, fn: Callable[[], object]) -> object:
         """fn() in the worker (fn and its result pickled); a thread here only waits."""
@@ -223,6 +223,12 @@ class FaultWorker:
 
     def close(self) -> None:
         self.pool.shutdown()
+
+
+def _leave_ctrl_c() -> None:
+    """In the fault worker: a Ctrl-C at the terminal is the loop's to handle (it undoes
+    what is broken and stops the worker), not a traceback of the worker's."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _ready() -> None:
@@ -241,23 +247,37 @@ async def _timed(loop: _Loop, res: LoopResult, worker: FaultWorker) -> None:
         res.played.append((step, t_before, t_after))
 
     res.t_origin = time.monotonic()
-    async with trio.open_nursery() as nursery:
-        for lane in sched.lanes(res.schedule):
-            play = partial(
-                sched.run_schedule, lab, lane, res.t_origin, run_sync=worker.run_sync,
-                on_step=played,
-            )  # fmt: skip
-            nursery.start_soon(play)
-        k = 0
-        while k < loop.cfg.steps or time.monotonic() < res.t_origin + loop.cfg.until_s:
-            t0, t1, wrong = await loop.step(loop.cfg.warmup + k)
-            res.steps.append(StepTime(k, t0, t1, wrong))
-            loop.say(_step_line(res.steps[-1], res))
-            k += 1
-        res.t_stop = time.monotonic()
-        nursery.cancel_scope.cancel()  # a fault being applied finishes first (its thread)
+    try:
+        async with trio.open_nursery() as nursery:
+            for lane in sched.lanes(res.schedule):
+                play = partial(
+                    sched.run_schedule, lab, lane, res.t_origin, run_sync=worker.run_sync,
+                    on_step=played,
+                )  # fmt: skip
+                nursery.start_soon(play)
+            await _steps(loop, res)
+            nursery.cancel_scope.cancel()  # a fault being applied finishes first
+    finally:  # also after an error or Ctrl-C: the lab is the user's, left whole
+        with trio.CancelScope(shield=True):
+            await _undo(lab, res)
+
+
+async def _steps(loop: _Loop, res: LoopResult) -> None:
+    """The timed steps: at least N, and until ``until_s`` has passed."""
+    k = 0
+    while k < loop.cfg.steps or time.monotonic() < res.t_origin + loop.cfg.until_s:
+        t0, t1, wrong = await loop.step(loop.cfg.warmup + k)
+        res.steps.append(StepTime(k, t0, t1, wrong))
+        loop.say(_step_line(res.steps[-1], res))
+        k += 1
+    res.t_stop = time.monotonic()
+
+
+async def _undo(lab: FaultLab, res: LoopResult) -> None:
+    """Undo every fault still in effect, in a thread here (the steps are over; the fault
+    worker may have gone with a Ctrl-C)."""
     for fault in still_broken(res.played):
-        await worker.run_sync(partial(fault.undo, lab))
+        await trio.to_thread.run_sync(partial(fault.undo, lab))
         res.undone.append(fault.describe())
 
 

@@ -169,3 +169,29 @@ def test_mptcp_missing_from_the_kernel_is_one_line(
     monkeypatch.setattr("labs.kernel.has_mptcp", lambda: False)
     line = cli_error(["collective", "allreduce", "--lab", lab, "--transport", "mptcp"])
     assert line.startswith("mrc collective: error: --transport mptcp: this kernel has no MPTCP")
+
+
+def test_ctrl_c_mid_loop_leaves_the_lab_whole(lab: str, tmp_path: Path) -> None:
+    """Ctrl-C while a cut is in effect: the cut is undone, exit 130, no traceback (the
+    fault worker leaves the signal to the loop)."""
+    import signal
+    import subprocess
+    import sys
+
+    schedule = tmp_path / "cut.yaml"
+    schedule.write_text('- {at: 0.2, action: cut, target: "t0-p0-0:t1-p0-0", mode: gray}\n')
+    argv = [sys.executable, "-m", "mrc_transport.cli.main", "collective", "allreduce"]
+    argv += ["--lab", lab, "-e", "64K", "--steps", "1000", "--schedule", str(schedule)]
+    child = subprocess.Popen(
+        [*argv, "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    for line in child.stdout:  # a step in the cut: it was applied
+        if "(cut t0-p0-0:t1-p0-0 (gray))" in line:
+            break
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130
+    assert "Traceback" not in err, err
+    last = read_events(lab)[-1]
+    assert (last["kind"], last["target"]) == ("restore", "t0-p0-0:t1-p0-0")
