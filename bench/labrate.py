@@ -39,7 +39,7 @@ from benchlab import need_root, own_lab
 
 from labs import addressing
 from labs.topology import Topology, namespace, preset
-from mrc_transport.repro.machine import CPU_BOUND
+from mrc_transport.harness.machine import CPU_BOUND
 
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 INTERVAL = 0.5

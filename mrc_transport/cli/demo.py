@@ -168,11 +168,7 @@ def _need_root() -> None:
 
 def failover_config(args: argparse.Namespace) -> Any:
     """Everything checked before anything is built: topology, schedule, targets, hosts."""
-    from mrc_transport.demo.failover import (
-        FailoverConfig,
-        check_placeholders,
-        default_schedule,
-    )
+    from mrc_transport.demo.failover import FailoverConfig, check_placeholders
     from mrc_transport.harness import schedule as sched
     from mrc_transport.harness.errors import HarnessError
     from mrc_transport.harness.patterns import pick_hosts
@@ -180,7 +176,7 @@ def failover_config(args: argparse.Namespace) -> Any:
     topo, preset = _topology(args)
     try:
         baselines = checked_baselines(args.baselines)
-        steps = sched.load_schedule(args.schedule) if args.schedule else default_schedule()
+        steps = sched.load_schedule(args.schedule) if args.schedule else sched.default_schedule()
         if args.duration is not None:
             steps = sched.scaled(steps, args.duration)
         duration = sched.natural_duration(steps)

@@ -23,6 +23,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("perf", "iperf3-style MRC transfers"),
     ("demo", "workshop demos: failover and collisions"),
     ("repro", "the paper's experiments at lab scale, side by side with its figures"),
+    ("collective", "nccl-tests' collectives between lab hosts over MRC, MPTCP or TCP"),
     ("plan", "multi-plane Clos sizing (pure arithmetic, no root)"),
     ("paths", "SRv6 paths files for `mrc perf --paths-file`, from a lab or a topology"),
     ("wireshark", "the Wireshark dissector for MRC: its path, or install it"),

@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from labs.faultkinds import Cut, Fail, Flap, Restore, Unfail
+from labs.faultkinds import Restore, Unfail
 from labs.topology import Topology, namespace
 from mrc_transport.demo.livestate import LiveState, poll_ports
 from mrc_transport.harness import flowlinks
@@ -104,32 +104,6 @@ class FailoverConfig:
     def placeholder_source(self) -> str | None:
         """The baseline whose path fills @tcp-link and friends: the first single-path one."""
         return next((k for k in self.baselines if baseline(k).single_path), None)
-
-
-# -- the default schedule ---------------------------------------------------------------------
-
-DEFAULT_STEP_S = 2.0
-
-
-def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
-    """The workshop's sequence, one fault every step_s seconds, starting after one step: the
-    faults the paper reports from production (mrc-protocol-notes.md, "Failure behaviour
-    reported in production"): a gray cut of the T0-T1 link that carries the TCP baseline
-    (and, since MRC sprays over every path, MRC too), a hard cut of the same link, a flap, a
-    T1 switch that stops forwarding and a lost NIC port, each undone a step later."""
-    link, t1, port = PLACEHOLDERS
-    plan = [
-        Cut(link, "gray"),
-        Restore(link),
-        Cut(link, "hard"),
-        Restore(link),
-        Flap(link, period=step_s / 4, count=2),
-        Fail(t1),
-        Unfail(t1),
-        Fail(port),
-        Unfail(port),
-    ]
-    return [Step((i + 1) * step_s, fault) for i, fault in enumerate(plan)]
 
 
 def check_placeholders(cfg: FailoverConfig) -> None:

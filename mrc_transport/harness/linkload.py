@@ -100,3 +100,18 @@ def measure_tcp_link(
     wait(window_s)  # the measurement window itself, not a wait for a condition
     after = read_tx_counters(lab, t0s)
     return pick_tcp_link(topo, before, after, min_bytes)
+
+
+def busiest_host(
+    topo: Topology, hosts: Sequence[str], link_name: str, before: Counters, after: Counters
+) -> str:
+    """Of ``hosts`` in the rack below a T0-T1 link, the one whose port in the link's plane
+    sent the most bytes between two snapshots (the sender whose traffic the link carried,
+    where that is one flow); HarnessError when none of them is in that rack."""
+    link = topo.link(link_name)
+    rack = next(r for r in range(topo.racks) if topo.t0(link.plane, r) == link.a)
+    below = [h for h in hosts if topo.rack_of(h) == rack]
+    if not below:
+        raise HarnessError(f"none of the hosts is in the rack below {link_name}")
+    dev = f"p{link.plane}"
+    return max(below, key=lambda h: after.get((h, dev), 0) - before.get((h, dev), 0))

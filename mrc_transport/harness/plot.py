@@ -130,14 +130,14 @@ def timeline_png(
     for i, ax in enumerate(axes[strip:]):
         for ln in [lines[i]] if panels > 1 else lines:
             ax.plot(ln.xs, ln.ys, color=ln.colour, linewidth=1.8, label=ln.label)
-        _shade(ax, faults, t_origin)
+        shade_faults(ax, faults, t_origin)
         ax.set_ylim(0, ylim)
         ax.grid(True, alpha=0.3)
         if panels > 1:
             ax.set_title(lines[i].label, loc="left", fontsize=14, fontweight="bold",
                          color=lines[i].colour)  # fmt: skip
     if strip:
-        _fault_strip(axes[0], faults, t_origin)
+        fault_strip(axes[0], faults, t_origin)
     axes[-1].set_xlabel("seconds since the transfers started")
     bin_s = next(iter(series.values())).bin_s if series else 0.01
     mean = f"mean over {draw_s * 1000:g} ms" if draw_s > bin_s else f"{bin_s * 1000:g} ms bins"
@@ -195,7 +195,7 @@ def _label_levels(labels: Sequence[tuple[float, str]], span: float) -> list[floa
     return out
 
 
-def _shade(ax: Any, faults: Sequence[FaultWindow], t_origin: float) -> None:
+def shade_faults(ax: Any, faults: Sequence[FaultWindow], t_origin: float) -> None:
     """Each fault a shaded span."""
     for f in faults:
         a, b = f.t_start - t_origin, f.t_end - t_origin
@@ -204,9 +204,9 @@ def _shade(ax: Any, faults: Sequence[FaultWindow], t_origin: float) -> None:
         )
 
 
-def _fault_strip(ax: Any, faults: Sequence[FaultWindow], t_origin: float) -> None:
+def fault_strip(ax: Any, faults: Sequence[FaultWindow], t_origin: float) -> None:
     """The faults' spans and names above the panels, a flap's cycles named once."""
-    _shade(ax, faults, t_origin)
+    shade_faults(ax, faults, t_origin)
     ax.set_ylim(0, 1)
     ax.set_yticks([])
     for side in ("top", "right", "left"):

@@ -304,6 +304,27 @@ def collisions_report(
     }
 
 
+def fault_json(f: FaultWindow, t_origin: float) -> dict[str, Any]:
+    """A fault window for a report, its times in seconds since ``t_origin``."""
+    return {
+        "kind": f.kind,
+        "target": f.target,
+        "action": f.action,
+        "t_start": round(f.t_start - t_origin, 4),
+        "t_end": round(f.t_end - t_origin, 4),
+        "restored": f.restored,
+    }
+
+
+def played_json(played: Sequence[tuple[Any, float, float]], t_origin: float) -> list[Any]:
+    """Each schedule step as played (harness/schedule.py ``run_schedule``'s ``on_step``):
+    what it did, when it was due and when it had been applied."""
+    return [
+        {"step": s.describe(), "at": s.at, "applied_at": round(t1 - t_origin, 4)}
+        for s, _t0, t1 in played
+    ]
+
+
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
     """The report, atomically (mrc_transport/jsonl.py), its folder made if need be."""
     path = Path(path)

@@ -31,7 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from labs.errors import LabError
-from labs.faultkinds import OPTION_KEYS, Fault, FaultError, FaultLab, Flap, parse_fault
+from labs.faultkinds import (
+    OPTION_KEYS,
+    Cut,
+    Fail,
+    Fault,
+    FaultError,
+    FaultLab,
+    Flap,
+    Restore,
+    Unfail,
+    parse_fault,
+)
 from labs.topology import Topology
 from labs.yamlfile import read_yaml
 from mrc_transport.harness.errors import HarnessError
@@ -76,6 +87,33 @@ class Step:
         """{"at", "action", "target", "mode", "loss_pct", "period", "count"}."""
         head = {"at": self.at, "action": self.action, "target": self.target}
         return {**head, **_REPORTED, **asdict(self.fault)}
+
+
+# -- the workshop's schedule ------------------------------------------------------------------
+
+DEFAULT_STEP_S = 2.0
+
+
+def default_schedule(step_s: float = DEFAULT_STEP_S) -> list[Step]:
+    """The workshop's sequence, one fault every step_s seconds, starting after one step: the
+    faults the paper reports from production (mrc-protocol-notes.md, "Failure behaviour
+    reported in production"): a gray cut of the T0-T1 link that carries the TCP baseline
+    (and, since MRC sprays over every path, MRC too), a hard cut of the same link, a flap, a
+    T1 switch that stops forwarding and a lost NIC port, each undone a step later. The demo
+    and the collectives' step loop play it."""
+    link, t1, port = PLACEHOLDERS
+    plan = [
+        Cut(link, "gray"),
+        Restore(link),
+        Cut(link, "hard"),
+        Restore(link),
+        Flap(link, period=step_s / 4, count=2),
+        Fail(t1),
+        Unfail(t1),
+        Fail(port),
+        Unfail(port),
+    ]
+    return [Step((i + 1) * step_s, fault) for i, fault in enumerate(plan)]
 
 
 # -- scaling -----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.mptcp import IPPROTO_MPTCP, subflow_addresses
@@ -46,6 +46,12 @@ RECV_BUF = 256 * 1024
 SEND_CHUNK = 128 * 1024
 SO_TXREHASH = getattr(socket, "SO_TXREHASH", 74)  # Linux 5.19+, asm-generic value
 TXREHASH_DISABLED, TXREHASH_ENABLED = 0, 1
+
+
+class Options(Protocol):
+    """A socket's options (a socket.socket, or trio's over one)."""
+
+    def setsockopt(self, level: int, optname: int, value: int, /) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +73,7 @@ class Stream:
         self.pin(sock)
         return sock
 
-    def pin(self, sock: socket.socket) -> None:
+    def pin(self, sock: Options) -> None:
         """Keep a TCP flow on its first ECMP path, like RoCE (one UDP source port per QP),
         or let it move (``rehash``).
 

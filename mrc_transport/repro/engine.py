@@ -10,7 +10,7 @@ Theory of operation. For an experiment and a fabric, the engine
    one lane per target (harness/schedule.py ``lanes``, ``run_schedule``); waits for
    every flow and judges its bytes (harness/flows.py); reads the records, the lab's fault
    log (paired into windows by harness/timeline.py) and the MRC senders' recovery events;
-   samples the CPUs (repro/machine.py) and watches for host pauses (harness/pauses.py);
+   samples the CPUs (harness/machine.py) and watches for host pauses (harness/pauses.py);
 4. hands the runs to the experiment's ``measure`` and ``plot`` and writes NAME.json,
    NAME.png and NAME.md (repro/result.py).
 """
@@ -34,7 +34,7 @@ from mrc_transport.harness.flows import Flows, mrc_counters
 from mrc_transport.harness.procs import Children
 from mrc_transport.harness.schedule import Step, check_targets, lanes, run_schedule
 from mrc_transport.harness.timeline import pair_events
-from mrc_transport.repro.spec import Experiment, Run, RunResult
+from mrc_transport.repro.spec import Experiment, Run, RunResult, StepLoop
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +61,9 @@ def unique_lab(exp: Experiment[Any]) -> str:
 
 
 def selected(runs: Sequence[Run], baselines: Sequence[str]) -> list[Run]:
-    """The runs whose flows are MRC's or a chosen baseline's."""
+    """The runs whose flows (or loop) are MRC's or a chosen baseline's."""
     chosen = {"mrc", *baselines}
-    return [r for r in runs if all(f.kind in chosen for f in r.flows)]
+    return [r for r in runs if r.kinds <= chosen]
 
 
 def check_plan(topo: Topology, runs: Sequence[Run]) -> None:
@@ -77,8 +77,8 @@ def run_experiment(exp: Experiment[Any], cfg: ReproConfig, console: Any = None) 
     from rich.console import Console
 
     from labs.apply import lab_exists
+    from mrc_transport.harness.machine import machine_state
     from mrc_transport.repro import result
-    from mrc_transport.repro.machine import machine_state
 
     console = console or Console()
     if os.geteuid() != 0:
@@ -137,11 +137,16 @@ def _check_mptcp(runs: Sequence[Run], lab: str) -> None:
     from mrc_transport.harness.mptcp import check_ready
 
     hosts = {h for r in runs for f in r.flows if f.kind == "mptcp" for h in (f.src, f.dst)}
+    hosts |= {h for r in runs if r.loop and "mptcp" in r.kinds for h in r.loop.hosts}
     if hosts:
         check_ready(lab, sorted(hosts))
 
 
 def _describe(run: Run) -> str:
+    if run.loop is not None:
+        c = run.loop.config
+        text = f"{c.alg.name} of {c.size} B over {c.transport}, {len(run.loop.hosts)} ranks"
+        return f"{text}, {len(run.steps)} fault steps, {run.duration_s:g} s or more"
     flows = run.flows
     kinds = sorted({f.kind.upper() for f in flows})
     text = f"{len(flows)} {'/'.join(kinds)} flow{'s' if len(flows) > 1 else ''}"
@@ -156,19 +161,24 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
 
     from labs.faults import read_events
     from mrc_transport.harness.errors import unwrap
+    from mrc_transport.harness.machine import cpu_times, cpu_use
     from mrc_transport.harness.pauses import PauseWatch
     from mrc_transport.harness.schedule import label_flaps
-    from mrc_transport.repro.machine import cpu_times, cpu_use
 
     res = RunResult(run)
     before = cpu_times()
     try:
         with PauseWatch() as watch:
-            trio.run(_play, run, cfg, lab, children, res)
+            if run.loop is not None:
+                trio.run(_play_loop, run.loop, cfg, lab, res)
+            else:
+                trio.run(_play, run, cfg, lab, children, res)
     except BaseExceptionGroup as group:
         raise unwrap(group) from None
     res.cpu = cpu_use(before, cpu_times())
     res.pauses = watch.pauses
+    if run.loop is not None:  # the loop paired its own faults
+        return res
     events = [e for e in read_events(lab) if float(e["t_mono"]) >= res.t_origin - 1e-3]
     res.faults = label_flaps(pair_events(events, res.t_stop), res.played)
     return res
@@ -200,6 +210,22 @@ async def _play(run: Run, cfg: ReproConfig, lab: str, children: Children, res: R
             nursery.start_soon(partial(run_schedule, faults, lane, res.t_origin, on_step=played))
         res.verified = await flows.finish()
     _collect(flows, run, res)
+
+
+async def _play_loop(loop: StepLoop, cfg: ReproConfig, lab: str, res: RunResult) -> None:
+    """A step loop on the running lab (collective/steploop.py), quietly: the report says
+    what it measured."""
+    from mrc_transport.collective.links import Placement
+    from mrc_transport.collective.steploop import run_loop
+
+    res.loop = out = await run_loop(loop.config, Placement(lab, cfg.topo, loop.hosts), _quiet)
+    res.t_origin, res.t_stop = out.t_origin, out.t_stop
+    res.played, res.faults = out.played, out.faults
+    res.verified = {res.run.name: bool(out.steps) and not any(s.wrong for s in out.steps)}
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def _collect(flows: Flows, run: Run, res: RunResult) -> None:

@@ -5,7 +5,7 @@ of every flow of every run (MRC and TCP) arrived and matched; ``rows`` hold the 
 claims side by side with the lab's figures and a verdict in words; ``measured`` the
 figures themselves; ``runs`` per run its flows (harness/report.py's FlowReport), the faults
 as the lab logged them and the CPU; ``machine`` the date, the kernel, the load and whether
-any run was CPU-bound (repro/machine.py). Times are seconds since each run's origin.
+any run was CPU-bound (harness/machine.py). Times are seconds since each run's origin.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mrc_transport.harness.report import flow_reports, write_json
+from mrc_transport.harness.report import fault_json, flow_reports, played_json, write_json
 from mrc_transport.harness.timeline import flow_totals
 from mrc_transport.repro.spec import Experiment, Findings, RunResult
 
@@ -47,24 +47,35 @@ def run_document(res: RunResult) -> dict[str, Any]:
             }
             for r in reports
         ],
-        "faults": [
-            {
-                "kind": f.kind,
-                "target": f.target,
-                "action": f.action,
-                "t_start": round(f.t_start - res.t_origin, 4),
-                "t_end": round(f.t_end - res.t_origin, 4),
-                "restored": f.restored,
-            }
-            for f in res.faults
-        ],
-        "steps": [
-            {"step": s.describe(), "at": s.at, "applied_at": round(t1 - res.t_origin, 4)}
-            for s, _t0, t1 in res.played
-        ],
+        "faults": [fault_json(f, res.t_origin) for f in res.faults],
+        "steps": played_json(res.played, res.t_origin),
         "cpu": res.cpu.to_dict() if res.cpu is not None else None,
         "mrc_senders_cpu_s": round(res.mrc_cpu_s, 2),
         "host_pauses": {"count": len(res.pauses), "longest_ms": round(longest * 1e3, 1)},
+        "loop": None if res.loop is None else _loop(res),
+    }
+
+
+def _loop(res: RunResult) -> dict[str, Any]:
+    """A step loop's run: what it ran and each step (collective/report.py's fields)."""
+    assert res.run.loop is not None
+    assert res.loop is not None
+    c = res.run.loop.config
+    return {
+        "collective": c.alg.name,
+        "size": c.size,
+        "transport": c.transport,
+        "hosts": list(res.run.loop.hosts),
+        "bindings": res.loop.bindings,
+        "warmup_s": [round(s, 4) for s in res.loop.warmup_s],
+        "steps": [
+            {
+                "t_start": round(s.t_start - res.t_origin, 4),
+                "seconds": round(s.seconds, 4),
+                "wrong": s.wrong,
+            }
+            for s in res.loop.steps
+        ],
     }
 
 
@@ -126,9 +137,14 @@ def machine_line(doc: Mapping[str, Any]) -> str:
 
 def verified_line(doc: Mapping[str, Any]) -> str:
     n = sum(len(r["flows"]) for r in doc["runs"])
+    loops = [r for r in doc["runs"] if r.get("loop")]
     if doc["verified"]:
+        if loops:
+            steps = sum(len(r["loop"]["steps"]) for r in loops)
+            return f"every element of all {steps} steps' results of {len(loops)} loops verified"
         return f"every byte of all {n} flows verified"
     bad = [f"{r['name']}/{f['flow']}" for r in doc["runs"] for f in r["flows"] if not f["verified"]]
+    bad += [f"{r['name']} (its steps)" for r in loops if not r["verified"]]
     return f"NOT verified: {', '.join(bad) or 'no flow ran'}"
 
 

@@ -26,14 +26,15 @@ from typing import Any, Generic, TypeVar
 from labs.errors import LabError
 from labs.topology import Topology, preset
 from labs.units import format_rate
+from mrc_transport.collective.steploop import LoopConfig, LoopResult
 from mrc_transport.harness.baselines import BaselineKind
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.flows import Flow
+from mrc_transport.harness.machine import CpuUse
 from mrc_transport.harness.pauses import Pause
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import Delivery, FaultWindow
 from mrc_transport.perf.report import EndDoc
-from mrc_transport.repro.machine import CpuUse
 
 START_SLACK_S = 0.5
 """A sender started with the first flows runs this much longer than the run: the run's
@@ -74,8 +75,20 @@ def end_state(res: RunResult, flow: str) -> dict[str, float | None]:
 
 
 @dataclass(frozen=True, slots=True)
+class StepLoop:
+    """A training step's loop (collective/steploop.py) that a run plays in place of flows:
+    every host a rank in this process, each step a collective, the faults beside it."""
+
+    config: LoopConfig
+    """The loop; its schedule is the run's ``steps``."""
+    hosts: tuple[str, ...]
+    """The ranks' hosts, in ring order."""
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    """Flows that run together on one lab, the faults played meanwhile, and a length."""
+    """Flows that run together on one lab (or a step loop), the faults played meanwhile,
+    and a length."""
 
     name: str
     """Short name, also the prefix of the run's files ("mrc", "tcp", "tcp8")."""
@@ -86,6 +99,15 @@ class Run:
     steps: tuple[Step, ...] = ()
     """Fault schedule, ``at`` in seconds after the origin; steps on one target play in
     order, steps on different targets at the same time (a flap sleeps through its cycles)."""
+    loop: StepLoop | None = None
+    """A step loop instead of flows (``flows`` empty): its first timed step is the origin."""
+
+    @property
+    def kinds(self) -> set[str]:
+        """Its transports: its flows' kinds, or its loop's."""
+        if self.loop is not None:
+            return {self.loop.config.transport}
+        return {f.kind for f in self.flows}
 
 
 @dataclass
@@ -120,6 +142,8 @@ class RunResult:
     """CPU seconds the MRC clients reported spending (their end documents)."""
     mrc_ends: dict[str, EndDoc] = field(default_factory=dict)
     """Per MRC flow: its client's end document (both ends' counters, sRTT)."""
+    loop: LoopResult | None = None
+    """A step loop's steps, its schedule as played and its faults."""
 
     def flow_deliveries(self, names: Sequence[str]) -> list[Delivery]:
         wanted = set(names)

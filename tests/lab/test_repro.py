@@ -29,6 +29,7 @@ MEASURED = {
     "flapping": {"flapping_fraction", "back_to_full_s", "links"},
     "cascade": {"per_cut", "lowest_bin_fraction", "links_cut"},
     "t1-blackhole": {"hit", "packets_resent", "dip_depth", "connections"},
+    "training-step": {"mrc", "tcp", "mptcp"},
 }
 """Figures each report must carry."""
 
@@ -53,11 +54,14 @@ def test_quick_run_reports_and_verifies_every_byte(
     assert doc["runs"]
     for run in doc["runs"]:
         assert run["verified"] is True
-        assert run["flows"]
+        assert run["flows"] or run["loop"]["steps"]
         for flow in run["flows"]:
             assert flow["verified"] is True, (run["name"], flow)
             assert flow["bytes"] > 0, (run["name"], flow)
-        assert 0 < run["observed_s"] <= run["duration_s"]
+        if run["loop"]:  # a step loop steps on until its last step ends
+            assert run["observed_s"] >= run["duration_s"]
+        else:
+            assert 0 < run["observed_s"] <= run["duration_s"]
         assert run["cpu"] is not None
         if run["steps"]:
             assert run["faults"], "the lab's log has the faults the schedule played"
@@ -74,6 +78,9 @@ def test_quick_run_reports_and_verifies_every_byte(
     assert _gone(lab_name)
     if name == "port-loss":
         port_loss_found_its_port(doc)
+    if name == "training-step":
+        training_steps_went_through_both_faults(doc)
+        assert (folder / f"{name}-cdf.png").read_bytes()[:8] == PNG_SIGNATURE
 
 
 def port_loss_found_its_port(doc: dict[str, Any]) -> None:
@@ -93,6 +100,25 @@ def port_loss_found_its_port(doc: dict[str, Any]) -> None:
     assert n["stall_s"] is not None
     assert n["mptcp"]["stall_s"] is not None  # a figure, whatever it was
     assert [r["agrees"] for r in doc["rows"]][-1] is None  # MPTCP's row: in words
+
+
+def training_steps_went_through_both_faults(doc: dict[str, Any]) -> None:
+    """training-step's loops: every transport's steps, each checked, the cut of its own
+    busiest link and the dead T1 above it in its log, steps timed through both."""
+    for run in doc["runs"]:
+        loop = run["loop"]
+        assert loop["transport"] == run["name"]
+        assert loop["hosts"] == ["h0", "h1", "h2", "h3"]
+        link, t1 = loop["bindings"]["@tcp-link"], loop["bindings"]["@tcp-t1"]
+        assert link.endswith(f":{t1}")
+        kinds = [(f["kind"], f["target"], f["restored"]) for f in run["faults"]]
+        assert kinds == [("cut", link, True), ("fail", t1, True)]
+        assert all(s["wrong"] == 0 and s["seconds"] > 0 for s in loop["steps"])
+        last = loop["steps"][-1]
+        assert last["t_start"] + last["seconds"] > run["faults"][-1]["t_end"]  # the tail too
+        numbers = doc["measured"][run["name"]]
+        assert numbers["cut"]["steps"] >= 1
+        assert numbers["fault_free_p50_s"] > 0
 
 
 def test_the_lab_is_torn_down_after_an_error(

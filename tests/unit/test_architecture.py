@@ -23,6 +23,7 @@ LABS = ("srv6", "labs", "mrc_transport.wire.frames")
 IO = (*PROTOCOL, "mrc_transport.io", "mrc_transport.jsonl", "labs")
 PERF = (*IO, "mrc_transport.perf")
 HARNESS = (*PERF, "mrc_transport.harness")
+COLLECTIVE = (*HARNESS, "mrc_transport.collective")
 
 ALLOWED: dict[str, tuple[str, ...]] = {
     "srv6": ("srv6",),
@@ -32,8 +33,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "mrc_transport.io": IO,
     "mrc_transport.perf": PERF,
     "mrc_transport.harness": HARNESS,
+    "mrc_transport.collective": COLLECTIVE,
     "mrc_transport.demo": (*HARNESS, "mrc_transport.demo"),
-    "mrc_transport.repro": (*HARNESS, "mrc_transport.repro"),
+    "mrc_transport.repro": (*COLLECTIVE, "mrc_transport.repro"),
 }
 """Layer (a package) -> the packages and modules of ours it may import."""
 

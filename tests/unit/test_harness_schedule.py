@@ -10,12 +10,12 @@ import trio
 
 from labs.faultkinds import Cut, Degrade, Fail, Flap, Restore
 from labs.topology import preset
-from mrc_transport.demo.failover import default_schedule
 from mrc_transport.harness.errors import HarnessError
 from mrc_transport.harness.linkload import bindings_for
 from mrc_transport.harness.schedule import (
     Step,
     check_targets,
+    default_schedule,
     lanes,
     load_schedule,
     natural_duration,

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from mrc_transport.harness.machine import CpuTimes, cpu_use, parse_cpu_line
 from mrc_transport.harness.timeline import Delivery, FaultWindow, Goodput
 from mrc_transport.repro import result
 from mrc_transport.repro.engine import ReproConfig
 from mrc_transport.repro.experiments import EXPERIMENTS, blackhole, cascade, flapping, incast, loss
-from mrc_transport.repro.machine import CpuTimes, cpu_use, parse_cpu_line
 from mrc_transport.repro.measure import dip, warm
 from mrc_transport.repro.spec import Findings, Row, RunResult
 

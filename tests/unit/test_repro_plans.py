@@ -27,6 +27,8 @@ from mrc_transport.repro.experiments import (
 from mrc_transport.repro.spec import Experiment, Fabric, Run
 
 ISSUE = ("loss", "permutation", "incast", "port-loss", "flapping", "cascade", "t1-blackhole")
+"""The experiments of flows (issue 14's seven); issue 37 added a step loop's."""
+LOOPS = ("training-step",)
 BUDGET_S = 56.0
 """Seconds of runs (not start-up) a default experiment may plan, its MPTCP and emulated
 RoCE runs included: the rest of 86 s goes to bringing up the lab and starting its
@@ -42,8 +44,8 @@ def _runs(exp: Experiment[Any], quick: bool) -> tuple[Run, ...]:
     return runs
 
 
-def test_the_issue_s_seven_experiments_in_its_order() -> None:
-    assert NAMES == ISSUE
+def test_the_issues_experiments_in_their_order() -> None:
+    assert NAMES == ISSUE + LOOPS
 
 
 @pytest.mark.parametrize("name", ISSUE)
@@ -70,7 +72,7 @@ def test_plans_are_well_formed(name: str, quick: bool) -> None:
             assert f.seconds > 0
 
 
-@pytest.mark.parametrize("name", ISSUE)
+@pytest.mark.parametrize("name", ISSUE + LOOPS)
 def test_quick_is_shorter_and_the_default_fits_the_budget(name: str) -> None:
     exp = EXPERIMENTS[name]
     full = sum(r.duration_s for r in _runs(exp, False))
@@ -78,7 +80,7 @@ def test_quick_is_shorter_and_the_default_fits_the_budget(name: str) -> None:
     assert quick < full <= BUDGET_S
 
 
-@pytest.mark.parametrize("name", ISSUE)
+@pytest.mark.parametrize("name", ISSUE + LOOPS)
 def test_lab_names_are_unique_and_valid(name: str) -> None:
     from labs.topology import check_lab_name
 
@@ -86,6 +88,34 @@ def test_lab_names_are_unique_and_valid(name: str) -> None:
     assert len(names) > 15
     for lab in names:
         check_lab_name(lab)
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_training_step_is_a_loop_per_transport_through_a_cut_and_a_dead_t1(quick: bool) -> None:
+    from labs.faultkinds import Cut, Restore, Unfail
+    from mrc_transport.repro.engine import selected
+
+    exp = EXPERIMENTS["training-step"]
+    topo, k = exp.fabric.build(), exp.knobs(quick)
+    runs = _runs(exp, quick)
+    assert [r.name for r in runs] == ["mrc", "tcp", "mptcp"]
+    for run in runs:
+        assert run.loop is not None
+        assert run.flows == ()
+        assert run.kinds == {run.name}
+        assert run.loop.hosts == topo.hosts  # every host a rank
+        cfg = run.loop.config
+        assert (cfg.alg.name, cfg.size, cfg.transport) == ("allreduce", k.size, run.name)
+        assert cfg.schedule == run.steps
+        assert [(s.at, s.fault) for s in run.steps] == [
+            (k.cut_at, Cut("@tcp-link", "gray")),
+            (k.cut_at + k.cut_s, Restore("@tcp-link")),
+            (k.fail_at, Fail("@tcp-t1")),
+            (k.fail_at + k.fail_s, Unfail("@tcp-t1")),
+        ]
+        assert cfg.until_s == run.duration_s > k.fail_at + k.fail_s
+        assert cfg.warmup >= 1  # it measures @tcp-link
+    assert [r.name for r in selected(runs, ["tcp"])] == ["mrc", "tcp"]
 
 
 def test_runs_that_share_a_lab_leave_it_healed() -> None:

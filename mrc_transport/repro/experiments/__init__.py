@@ -1,4 +1,4 @@
-"""The seven experiments of the paper at lab scale, in the order `mrc repro all` runs them."""
+"""The eight experiments of the paper at lab scale, in the order `mrc repro all` runs them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from mrc_transport.repro.experiments import (
     loss,
     permutation,
     port_loss,
+    training_step,
 )
 from mrc_transport.repro.spec import Experiment
 
@@ -25,6 +26,7 @@ EXPERIMENTS: dict[str, Experiment[Any]] = {
         flapping.EXPERIMENT,
         cascade.EXPERIMENT,
         blackhole.EXPERIMENT,
+        training_step.EXPERIMENT,
     )
 }
 NAMES = tuple(EXPERIMENTS)

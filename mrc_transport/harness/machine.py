@@ -115,3 +115,30 @@ def machine_state() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_before": load,
     }
+
+
+def process_bound(use: CpuUse, cpus: int | None = None) -> bool:
+    """This process used CPU_BOUND of one core or more: a single-threaded loop (one trio
+    loop serving every rank) can go no faster, however idle the other CPUs are."""
+    return use.own * (cpus or os.cpu_count() or 1) >= CPU_BOUND
+
+
+def cpu_line(use: CpuUse | None, cpus: int | None = None) -> str:
+    """One sentence on the CPUs over a run: how busy, how much this process took (of one
+    core), how much was stolen, and whether the run was CPU-bound."""
+    if use is None:
+        return "CPU: not known (/proc/stat unreadable)"
+    n = cpus or os.cpu_count() or 1
+    bound = [
+        why
+        for why, hit in (
+            ("the machine's CPUs were busy", use.cpu_bound),
+            ("this process had a whole core", process_bound(use, n)),
+        )
+        if hit
+    ]
+    verdict = f"CPU-bound ({' and '.join(bound)})" if bound else "not CPU-bound"
+    return (
+        f"CPU: {n} CPUs {100 * use.busy:.0f}% busy, this process {100 * use.own * n:.0f}% of "
+        f"one core, {100 * use.steal:.0f}% stolen: {verdict}"
+    )
