@@ -22,6 +22,14 @@ def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser], help_text: str
 ) -> None:
     p = subparsers.add_parser("perf", help=help_text, description=help_text)
+    _mode_args(p)
+    _test_args(p)
+    _mrc_args(p)
+    _path_args(p)
+    p.set_defaults(func=run)
+
+
+def _mode_args(p: argparse.ArgumentParser) -> None:
     mode = p.add_argument_group("mode")
     mode.add_argument("-s", "--server", action="store_true", help="run as server")
     mode.add_argument("-c", "--client", metavar="HOST", help="run as client to HOST")
@@ -33,6 +41,10 @@ def register(
         help="many pairs at once in one process, started together (lab), e.g. h4:h0,h5:h0",
     )
     p.add_argument("-1", "--one-off", action="store_true", help="server: exit after one test")
+
+
+def _test_args(p: argparse.ArgumentParser) -> None:
+    """iperf3's flags: the test and its output."""
     p.add_argument("-p", "--port", type=int, default=DEFAULT_PORT, help="UDP port (default 4791)")
     p.add_argument("-t", "--time", type=float, default=None, help="seconds (default 10)")
     p.add_argument("-n", "--bytes", default=None, help="bytes to send, e.g. 100M (K = 1024)")
@@ -44,6 +56,10 @@ def register(
     p.add_argument("-J", "--json", action="store_true", help="one JSON document at the end")
     p.add_argument("--json-stream", action="store_true", help="one JSON event per line")
     p.add_argument("--logfile", metavar="FILE", help="write the output here")
+
+
+def _mrc_args(p: argparse.ArgumentParser) -> None:
+    """MRC's own: EVs, planes, encoding, congestion control, spraying, recovery."""
     p.add_argument("--evs", type=int, default=128, help="active EVs per connection")
     p.add_argument("--planes", default=None, help="planes the sender uses, e.g. 0,2")
     p.add_argument("--encoding", choices=("usid", "srh"), default="usid")
@@ -64,6 +80,10 @@ def register(
         "emulated (both ends; with --evs 1 it keeps one path)",
     )
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")
+
+
+def _path_args(p: argparse.ArgumentParser) -> None:
+    """Where the paths come from, and the files a run may write."""
     p.add_argument("--lab", metavar="LAB", help="lab name (default: the lab this host is in)")
     p.add_argument("--paths-file", metavar="FILE", help="YAML file of SRv6 paths (no lab)")
     p.add_argument(
@@ -81,7 +101,6 @@ def register(
         help="recovery events (RTOs, retransmits, retired EVs) as JSON lines, at exit",
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the endpoint's RNG")
-    p.set_defaults(func=run)
 
 
 # ------------------------------------------------------------------ argument checks
