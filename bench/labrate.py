@@ -39,7 +39,7 @@ from benchlab import need_root, own_lab
 
 from labs import addressing
 from labs.topology import Topology, namespace, preset
-from mrc_transport.harness.machine import CPU_BOUND
+from mrc_transport.harness.machine import CPU_BOUND, cpu_times
 
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
 INTERVAL = 0.5
@@ -93,12 +93,12 @@ class CpuSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        hz = os.sysconf("SC_CLK_TCK")
         while not self._stop.is_set():
-            with open("/proc/stat") as f:
-                ticks = [int(x) for x in f.readline().split()[1:]]
-            busy = sum(ticks[:8]) - ticks[3] - ticks[4]  # all but idle and iowait, with steal
-            self.samples.append((time.monotonic(), busy / hz, sum(ticks[:8]) / hz))
+            t = cpu_times()
+            if t is None:
+                raise SystemExit("bench/labrate.py: /proc/stat cannot be read")
+            # Stolen time counts as busy: the guest wanted to run then.
+            self.samples.append((time.monotonic(), t.busy + t.steal, t.total))
             self._stop.wait(0.05)
 
     def __enter__(self) -> CpuSampler:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mrc_transport.harness.machine import cpu_times
+
 TICK_S = 0.002
 """How long the watcher sleeps between looks."""
 LATE_S = 0.020
@@ -41,12 +43,8 @@ class Pause:
 def steal_seconds() -> float | None:
     """CPU time the hypervisor gave to others since boot, summed over CPUs (/proc/stat);
     None where it cannot be read."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-        return int(fields[8]) / 100  # USER_HZ is 100 on Linux
-    except (OSError, IndexError, ValueError):
-        return None
+    t = cpu_times()
+    return None if t is None else t.steal
 
 
 class PauseWatch:
