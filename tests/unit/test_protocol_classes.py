@@ -18,6 +18,15 @@ from tests.unit.conftest import MakeEstablished
 from tests.unit.helpers import SMALL_CFG, as_packet, drain, payload
 
 NO_TRIM_CFG = dataclasses.replace(SMALL_CFG, no_trim=True)
+BY_CONNECTION = pytest.mark.parametrize(
+    ("cfg", "new", "resent"),
+    [
+        (SMALL_CFG, frames.DSCP_DATA, frames.DSCP_RTX),
+        (NO_TRIM_CFG, frames.DSCP_NO_TRIM, frames.DSCP_NO_TRIM),
+    ],
+    ids=["trimmable", "no-trim"],
+)
+"""A connection's config, and the classes of its new data and of its resends."""
 
 
 def test_the_data_classes() -> None:
@@ -56,11 +65,7 @@ def is_rtx(tx: Transmit) -> bool:
     return bool(tx.header.common.flags & Flags.RTX)
 
 
-@pytest.mark.parametrize(
-    ("cfg", "new", "resent"),
-    [(SMALL_CFG, frames.DSCP_DATA, frames.DSCP_RTX), (NO_TRIM_CFG, *[frames.DSCP_NO_TRIM] * 2)],
-    ids=["trimmable", "no-trim"],
-)
+@BY_CONNECTION
 def test_new_data_and_a_nacked_resend_go_in_their_classes(
     make_established: MakeEstablished, cfg: Config, new: int, resent: int
 ) -> None:
@@ -71,13 +76,9 @@ def test_new_data_and_a_nacked_resend_go_in_their_classes(
     assert nack.dscp == frames.DSCP_CONTROL  # the receiver's control class, any data class
 
 
-@pytest.mark.parametrize(
-    ("cfg", "new"),
-    [(SMALL_CFG, frames.DSCP_DATA), (NO_TRIM_CFG, frames.DSCP_NO_TRIM)],
-    ids=["trimmable", "no-trim"],
-)
+@BY_CONNECTION
 def test_a_run_of_new_data_carries_the_connections_class(
-    make_established: MakeEstablished, cfg: Config, new: int
+    make_established: MakeEstablished, cfg: Config, new: int, resent: int
 ) -> None:
     fabric, client, _ = make_established(cfg=cfg)
     client.send_message(payload(20_000), fabric.now)
@@ -87,19 +88,15 @@ def test_a_run_of_new_data_carries_the_connections_class(
     assert {t.dscp for run in runs for t in run.transmits()} == {new}
 
 
-@pytest.mark.parametrize(
-    ("cfg", "resent"),
-    [(SMALL_CFG, frames.DSCP_RTX), (NO_TRIM_CFG, frames.DSCP_NO_TRIM)],
-    ids=["trimmable", "no-trim"],
-)
+@BY_CONNECTION
 def test_an_rto_resend_goes_in_the_retransmission_class(
-    make_established: MakeEstablished, cfg: Config, resent: int
+    make_established: MakeEstablished, cfg: Config, new: int, resent: int
 ) -> None:
     """Nothing comes back: the RTO resends the oldest packet, RTX set, in its class."""
     fabric, client, _ = make_established(cfg=cfg)
     client.send_message(payload(5_000), fabric.now)
     sent = data_of(client.datagrams_to_send(fabric.now))
-    assert {t.dscp for t in sent} == {frames.DSCP_NO_TRIM if cfg.no_trim else frames.DSCP_DATA}
+    assert {t.dscp for t in sent} == {new}
     resends: list[Transmit] = []
     while not resends:  # the timers up to the RTO (an ack delay, a probe) send no data
         t = client.get_timer()
