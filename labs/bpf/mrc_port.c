@@ -11,9 +11,9 @@
  * cut to its headers, marked with the trimmed DSCP and sent to the high-priority htb class
  * (the paper's switches forward the stub at high priority so the receiver can NACK within
  * about one RTT), and a packet of the no-trim class is dropped; above limit every packet
- * is dropped. Marking uses the same queue (RED: probability
- * rising linearly from mark_min to mark_max). Counters live beside the queue in the
- * port's map entry, read by `mrc lab status --json`. */
+ * is dropped. Marking uses the same queue (RED: probability rising linearly from mark_min
+ * to mark_max). Counters live beside the queue in the port's map entry, read by
+ * `mrc lab status --json`. */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
