@@ -3,7 +3,9 @@
 SENDERS hosts send SIZE bytes each to one host, all at once, so that host's ports are
 where the queues build. It is run twice on the shaped lab: on PRESET, where a full port
 drops, so SACKs and RACK find the losses, and on PRESET-trim, where every switch port
-trims above 64 KB and the receiver NACKs each stub. Per run:
+trims above 64 KB and the receiver NACKs each stub. With --no-trim, a third time on
+PRESET-trim with every flow in the no-trim class (`mrc perf --no-trim`), which those
+ports drop above 64 KB instead of trimming it. Per run:
 
 - the tail completion time: the last flow's last delivery, from the run's origin;
 - retransmissions and RTOs;
@@ -19,7 +21,7 @@ Printed: the ratio of tail completion times (trim on / off). Every byte of every
 verified.
 
 Run as root: .venv/bin/python bench/trim.py [--senders N] [--size BYTES] [--preset NAME]
-             [--json FILE]
+             [--no-trim] [--json FILE]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import secrets
 import statistics
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -71,7 +73,7 @@ class Figures:
     trim_p99_ms: float | None
 
 
-def plan(topo: Topology, senders: int, nbytes: int) -> tuple[Run, Run]:
+def plan(topo: Topology, senders: int, nbytes: int, no_trim: bool = False) -> tuple[Run, Run]:
     """The lone base-RTT transfer, then the incast: the senders taken from the other racks
     first, all to the first host of rack 0."""
     receiver = topo.hosts_in_rack(0)[0]
@@ -94,6 +96,7 @@ def plan(topo: Topology, senders: int, nbytes: int) -> tuple[Run, Run]:
             msg_len=MSG_LEN,
             events=True,
             nbytes=nbytes,
+            no_trim=no_trim,
         )
         for i, src in enumerate(others)
     )
@@ -156,35 +159,41 @@ def figures(name: str, base: RunResult, incast: RunResult) -> Figures:
     )
 
 
-def run(name: str, rate_bps: int, senders: int, nbytes: int, out: Path) -> Figures:
+def run(
+    name: str, rate_bps: int, senders: int, nbytes: int, out: Path, no_trim: bool = False
+) -> Figures:
     topo = Fabric(preset=name, rate_bps=rate_bps).build()
-    runs = plan(topo, senders, nbytes)
+    runs = plan(topo, senders, nbytes, no_trim)
+    label = f"{name} --no-trim" if no_trim else name
     lab = f"btrim{secrets.token_hex(2)}"
-    results = run_on_lab(runs, ReproConfig(topo, out / name), lab, Console(stderr=True))
-    return figures(name, results[0], results[1])
+    cfg = ReproConfig(topo, out / label.replace(" --", "-"))
+    results = run_on_lab(runs, cfg, lab, Console(stderr=True))
+    return figures(label, results[0], results[1])
 
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} ms"
 
 
-def report(off: Figures, on: Figures) -> None:
-    rows = [
-        ("every byte verified", str(off.verified), str(on.verified)),
-        ("base RTT (lone sRTT)", _ms(off.base_rtt_ms), _ms(on.base_rtt_ms)),
-        ("tail completion", f"{off.tail_s:.3f} s", f"{on.tail_s:.3f} s"),
-        ("retransmissions", str(off.retransmits), str(on.retransmits)),
-        ("  by cause", _causes(off.by_cause), _causes(on.by_cause)),
-        ("RTOs", str(off.rtos), str(on.rtos)),
-        ("stubs NACKed / NACKs taken", f"{off.stubs} / {off.nacks}", f"{on.stubs} / {on.nacks}"),
-        ("lost send -> resend, median", _ms(off.rtx_median_ms), _ms(on.rtx_median_ms)),
-        ("lost send -> resend, p99", _ms(off.rtx_p99_ms), _ms(on.rtx_p99_ms)),
-        ("trim -> resend, median", "-", _ms(on.trim_median_ms)),
-        ("trim -> resend, p99", "-", _ms(on.trim_p99_ms)),
+def report(off: Figures, on: Figures, *more: Figures) -> None:
+    """The runs side by side (off, on, then any others, e.g. on with --no-trim)."""
+    runs = (off, on, *more)
+    rows: list[tuple[str, Callable[[Figures], str]]] = [
+        ("every byte verified", lambda f: str(f.verified)),
+        ("base RTT (lone sRTT)", lambda f: _ms(f.base_rtt_ms)),
+        ("tail completion", lambda f: f"{f.tail_s:.3f} s"),
+        ("retransmissions", lambda f: str(f.retransmits)),
+        ("  by cause", lambda f: _causes(f.by_cause)),
+        ("RTOs", lambda f: str(f.rtos)),
+        ("stubs NACKed / NACKs taken", lambda f: f"{f.stubs} / {f.nacks}"),
+        ("lost send -> resend, median", lambda f: _ms(f.rtx_median_ms)),
+        ("lost send -> resend, p99", lambda f: _ms(f.rtx_p99_ms)),
+        ("trim -> resend, median", lambda f: _ms(f.trim_median_ms)),
+        ("trim -> resend, p99", lambda f: _ms(f.trim_p99_ms)),
     ]
-    print(f"{'':30} {off.preset:>22} {on.preset:>22}")
-    for label, a, b in rows:
-        print(f"{label:30} {a:>22} {b:>22}")
+    print(f"{'':30}" + "".join(f" {f.preset:>24}" for f in runs))
+    for label, cell in rows:
+        print(f"{label:30}" + "".join(f" {cell(f):>24}" for f in runs))
     ratio = on.tail_s / off.tail_s if off.tail_s > 0 else float("nan")
     print(f"tail completion, trim on / off: {ratio:.2f}x")
     p99_ok = on.trim_p99_ms is not None and on.trim_p99_ms <= 2 * on.base_rtt_ms
@@ -210,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         help="every link's rate (default 20mbit: low enough that the Python ends are not "
         "CPU-bound, so the receiver's ports are the bottleneck)",
     )
-    ap.add_argument("--json", type=Path, help="write both runs' figures here")
+    ap.add_argument(
+        "--no-trim",
+        action="store_true",
+        help="a third run: PRESET-trim with every flow in the no-trim class (dropped there)",
+    )
+    ap.add_argument("--json", type=Path, help="write the runs' figures here")
     ap.add_argument("--out", type=Path, help="keep the runs' records, events and logs here")
     args = ap.parse_args(argv)
     try:
@@ -222,10 +236,18 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or Path(tmp)
         off = run(args.preset, rate, args.senders, nbytes, out)
         on = run(f"{args.preset}-trim", rate, args.senders, nbytes, out)
-    report(off, on)
+        more = (
+            [run(f"{args.preset}-trim", rate, args.senders, nbytes, out, no_trim=True)]
+            if args.no_trim
+            else []
+        )
+    report(off, on, *more)
     if args.json is not None:
-        args.json.write_text(json.dumps({"off": asdict(off), "on": asdict(on)}, indent=2) + "\n")
-    return 0 if off.verified and on.verified else 1
+        doc = {"off": asdict(off), "on": asdict(on)}
+        if more:
+            doc["no_trim"] = asdict(more[0])
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0 if all(f.verified for f in (off, on, *more)) else 1
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ counters are read by name, so only the writer depends on the layout below.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,13 @@ from labs.topology import Topology
 from mrc_transport.wire.frames import (
     DATA_HEADER_LEN,
     DATA_OPCODES,
-    DSCP_DATA,
+    DSCP_NO_TRIM,
+    DSCP_RTX,
     DSCP_TRIMMED,
     DSCP_TRIMMED_LASTHOP,
     MRC_UDP_PORT,
     MRC_VERSION,
+    TRIMMABLE_DSCPS,
     UDP_HEADER_LEN,
 )
 
@@ -33,15 +35,15 @@ STUB_L4 = UDP_HEADER_LEN + DATA_HEADER_LEN
 """What a stub keeps after the IPv6 header and SRH: UDP, the MRC common and data headers."""
 COUNTERS: tuple[str, ...] = (
     *("passed", "passed_bytes", "trimmed", "trimmed_bytes", "dropped", "dropped_bytes"),
-    *("marked", "trim_errors", "q_max"),
+    *("marked", "trim_errors", "q_max", "trimmed_rtx", "dropped_no_trim"),
 )
 
 # struct port in labs/bpf/mrc_port.c, native byte order, no implicit padding: lock, flags,
 # rate; trim_at, limit, mark_min, mark_max, mark_p, burst; udp_port, keep, opcodes;
-# version, data_dscp, trim_dscp, 1 pad, udp_ports, 4 pad; prio_hi, prio_lo; prio_dscps;
-# then 4 state words and 8 counters, written as zero.
-_STATE_AND_COUNTERS = 12
-_PORT = struct.Struct(f"=IIQ6I3H3BxH4xIIQ{_STATE_AND_COUNTERS}Q")
+# version, rtx_dscp, trim_dscp, 1 pad, udp_ports, 4 pad; prio_hi, prio_lo; prio_dscps,
+# trim_dscps, no_trim_dscps; then 4 state words and 10 counters, written as zero.
+_STATE_AND_COUNTERS = 14
+_PORT = struct.Struct(f"=IIQ6I3H3BxH4xIIQQQ{_STATE_AND_COUNTERS}Q")
 MRC_PORTS = 256
 """UDP ports 4791 and the 255 above it are MRC's: a host runs one `mrc perf` server per
 port (one per incoming flow in the demos and repro), where a NIC has one port for all."""
@@ -53,7 +55,7 @@ def port_value(op: PortMap) -> bytes:
     flags = (PORT_TRIM if op.trim_at else 0) | (PORT_MARK if op.mark_max else 0)
     flags |= PORT_FACES_HOST if op.faces_host else 0
     opcodes = sum(1 << int(code) for code in DATA_OPCODES)
-    high = (1 << DSCP_TRIMMED) | (1 << DSCP_TRIMMED_LASTHOP)
+    high = _bits({DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP})
     trim_dscp = DSCP_TRIMMED_LASTHOP if op.faces_host else DSCP_TRIMMED
     mark_p = min(round(op.mark_p * 2**32), 2**32 - 1)
     prio = (HTB_HIGH, HTB_LOW) if op.trim_at else (0, 0)  # htb only on a trimming port
@@ -61,10 +63,15 @@ def port_value(op: PortMap) -> bytes:
         0, flags, op.rate_bps // 8,
         op.trim_at, op.limit, op.mark_min, op.mark_max, mark_p, op.burst,
         MRC_UDP_PORT, STUB_L4, opcodes,
-        MRC_VERSION, DSCP_DATA, trim_dscp, MRC_PORTS,
-        *prio, high,
+        MRC_VERSION, DSCP_RTX, trim_dscp, MRC_PORTS,
+        *prio, high, _bits(TRIMMABLE_DSCPS), _bits({DSCP_NO_TRIM}),
         *([0] * _STATE_AND_COUNTERS),
     )  # fmt: skip
+
+
+def _bits(dscps: Iterable[int]) -> int:
+    """A set of DSCPs as the program's 64-bit mask: bit d for DSCP d."""
+    return sum(1 << d for d in set(dscps))
 
 
 def port_key(mac: str) -> bytes:
@@ -91,7 +98,8 @@ def update_lines(lab: str, ops: Sequence[PortMap]) -> list[str]:
 def port_counters(lab: str, topo: Topology) -> list[dict[str, Any]]:
     """Per programmed port: node, dev, whether it trims / marks / faces a host, and the
     program's counters (packets and bytes passed, trimmed, dropped; CE marks; the deepest
-    virtual queue). Empty for a lab whose switches run no port program."""
+    virtual queue; of the trimmed, retransmissions; of the dropped, no-trim packets above
+    the trim threshold). Empty for a lab whose switches run no port program."""
     entries = [op for op in build(topo) if isinstance(op, PortMap)]
     if not entries:
         return []

@@ -7,12 +7,13 @@
  * The kernel has no trimming or AQM qdisc (kernel-facts.md), and a tc program cannot see
  * the tbf/htb backlog, so each port keeps a virtual queue that follows the port's rate:
  * every packet adds its bytes, and the time since the previous packet drains rate x dt.
- * Above trim_at an MRC data packet of the trimmable class is cut to its headers, marked
- * with the trimmed DSCP and sent to the high-priority htb class (the paper's switches
- * forward the stub at high priority so the receiver can NACK within about one RTT);
- * above limit every packet is dropped. Marking uses the same queue (RED: probability
- * rising linearly from mark_min to mark_max). Counters live beside the queue in the
- * port's map entry, read by `mrc lab status --json`. */
+ * Above trim_at an MRC data packet of a trimmable class (new data or a retransmission) is
+ * cut to its headers, marked with the trimmed DSCP and sent to the high-priority htb class
+ * (the paper's switches forward the stub at high priority so the receiver can NACK within
+ * about one RTT), and a packet of the no-trim class is dropped; above limit every packet
+ * is dropped. Marking uses the same queue (RED: probability rising linearly from mark_min
+ * to mark_max). Counters live beside the queue in the port's map entry, read by
+ * `mrc lab status --json`. */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -50,7 +51,7 @@ struct port {
 	__u16 keep;         /* trimmable: L4 bytes kept in a stub (UDP + MRC headers) */
 	__u16 opcodes;      /* trimmable: bit n set = MRC opcode n is data */
 	__u8 version;       /* trimmable: MRC version byte */
-	__u8 data_dscp;     /* trimmable: DSCP of the trimmable class */
+	__u8 rtx_dscp;      /* DSCP of the retransmission class (counted apart when trimmed) */
 	__u8 trim_dscp;     /* DSCP written into a stub made at this port */
 	__u8 pad1;
 	__u16 udp_ports;    /* trimmable: how many ports from udp_port on (one per server) */
@@ -58,6 +59,8 @@ struct port {
 	__u32 prio_hi;      /* skb->priority (htb classid) of the high class, 0 = none */
 	__u32 prio_lo;      /* skb->priority of every other packet */
 	__u64 prio_dscps;   /* bit d set: DSCP d goes to the high class */
+	__u64 trim_dscps;   /* bit d set: DSCP d is a trimmable class */
+	__u64 no_trim_dscps; /* bit d set: DSCP d is dropped above trim_at instead */
 	/* state */
 	__u64 q_nb;         /* virtual queue, bytes x 1e9 (so the drain is exact) */
 	__u64 tokens_nb;    /* the bucket's tokens, bytes x 1e9, at most burst */
@@ -72,6 +75,8 @@ struct port {
 	__u64 dropped_bytes;
 	__u64 marked;
 	__u64 trim_errors;   /* a helper failed while cutting: the packet was dropped */
+	__u64 trimmed_rtx;   /* of trimmed: packets of the retransmission class */
+	__u64 dropped_no_trim; /* of dropped: packets of the no-trim class above trim_at */
 };
 
 
@@ -101,6 +106,7 @@ struct pkt {
 	__u8 dscp;
 	__u8 ecn;
 	__u8 trimmable;
+	__u8 no_trim;
 };
 
 /* The MRC common header's first bytes, after the UDP header (docs/protocol.md). */
@@ -122,6 +128,8 @@ static __always_inline int parse(struct __sk_buff *skb, const struct port *cfg, 
 		return -1;
 	p->dscp = (ip6->priority << 2) | (ip6->flow_lbl[0] >> 6);
 	p->ecn = (ip6->flow_lbl[0] >> 4) & 3;
+	/* a class, as a switch matches it: the DSCP alone */
+	p->no_trim = (cfg->no_trim_dscps >> p->dscp) & 1;
 	nexthdr = ip6->nexthdr;
 	p->l4 = sizeof(*eth) + sizeof(*ip6);
 	/* An SRH (RFC 8754) sits between IPv6 and UDP on classic SRv6 paths: skip it. */
@@ -134,7 +142,7 @@ static __always_inline int parse(struct __sk_buff *skb, const struct port *cfg, 
 	if (nexthdr != NEXTHDR_UDP || bpf_skb_load_bytes(skb, p->l4, &h, sizeof(h)) < 0)
 		return 0;
 	p->ulen = bpf_ntohs(h.udp.len);
-	p->trimmable = p->dscp == cfg->data_dscp &&
+	p->trimmable = ((cfg->trim_dscps >> p->dscp) & 1) &&
 		       (__u16)(bpf_ntohs(h.udp.dest) - cfg->udp_port) < cfg->udp_ports &&
 		       h.version == cfg->version && h.opcode < 16 &&
 		       (cfg->opcodes >> h.opcode) & 1 && p->ulen > cfg->keep &&
@@ -196,8 +204,8 @@ static __always_inline enum verdict admit(struct port *port, const struct pkt *p
 	bpf_spin_lock(&port->lock);
 	drain(port, now);
 	q = port->q_nb / NS_PER_SEC;
-	if ((port->flags & PORT_TRIM) && p->trimmable && q + len > port->trim_at)
-		v = q + stub > port->limit ? DROP : TRIM;
+	if ((port->flags & PORT_TRIM) && (p->trimmable || p->no_trim) && q + len > port->trim_at)
+		v = p->no_trim || q + stub > port->limit ? DROP : TRIM;
 	else if (q + len > port->limit)
 		v = DROP;
 	if (v != DROP)
@@ -327,6 +335,8 @@ int mrc_port(struct __sk_buff *skb)
 	v = admit(port, &p, len, p.l4 + port->keep, bpf_ktime_get_ns(), rnd, &mark);
 	if (v == DROP) {
 		count(&port->dropped, &port->dropped_bytes, len);
+		if (p.no_trim && (port->flags & PORT_TRIM))
+			count(&port->dropped_no_trim, 0, 0);
 		return TC_ACT_SHOT;
 	}
 	if (v == TRIM) {
@@ -336,6 +346,8 @@ int mrc_port(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		count(&port->trimmed, &port->trimmed_bytes, len - skb->len);
+		if (p.dscp == port->rtx_dscp)
+			count(&port->trimmed_rtx, 0, 0);
 		/* The qdisc took the packet's length before this hook ran (qdisc_pkt_len_init in
 		 * __dev_queue_xmit), so a stub enqueued now would cost htb a full packet's time.
 		 * Sent through this egress again, it is measured anew. */

@@ -280,12 +280,14 @@ def _status(args: argparse.Namespace) -> int:
         f"SRv6 by {t.srv6}, MPTCP endpoints {t.mptcp}"
     )
     if ports:
-        total = {k: sum(p[k] for p in ports) for k in ("trimmed", "dropped", "marked")}
+        keys = ("trimmed", "trimmed_rtx", "dropped", "dropped_no_trim", "marked")
+        total = {k: sum(p[k] for p in ports) for k in keys}
         busiest = max(ports, key=lambda p: p["trimmed"] + p["dropped"] + p["marked"])
         print(
-            f"  port program on {len(ports)} switch ports: {total['trimmed']} trimmed, "
-            f"{total['dropped']} dropped, {total['marked']} marked "
-            f"(most: {busiest['node']} {busiest['dev']}; --json for every port)"
+            f"  port program on {len(ports)} switch ports: {total['trimmed']} trimmed "
+            f"({total['trimmed_rtx']} retransmissions), {total['dropped']} dropped "
+            f"({total['dropped_no_trim']} no-trim above the threshold), {total['marked']} "
+            f"marked (most: {busiest['node']} {busiest['dev']}; --json for every port)"
         )
     for ev in read_events(args.name)[-5:]:
         print(f"  t_mono={ev['t_mono']:.6f} {ev['kind']} {ev['target']} {ev['action']}")

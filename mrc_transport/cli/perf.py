@@ -79,6 +79,12 @@ def _mrc_args(p: argparse.ArgumentParser) -> None:
         help="loss recovery: MRC's SACKs (default) or go-back-N, RoCE's reliable connection "
         "emulated (both ends; with --evs 1 it keeps one path)",
     )
+    p.add_argument(
+        "--no-trim",
+        action="store_true",
+        help="send data in the no-trim class: a trimming switch drops it above its threshold "
+        "instead of trimming it, and loss detection recovers it",
+    )
     p.add_argument("--mss", type=int, default=None, help="data bytes per packet (default: MTU)")
 
 
@@ -196,6 +202,7 @@ def options(args: argparse.Namespace) -> PerfOptions:
         cc_scope=args.cc_scope,
         scheduler=args.scheduler,
         recovery=args.recovery,
+        no_trim=args.no_trim,
         mss=args.mss,
         lab=args.lab,
         paths_file=args.paths_file,

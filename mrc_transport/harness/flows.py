@@ -67,6 +67,8 @@ class Flow:
     recovery: str | None = None
     """MRC: loss recovery (--recovery, both ends): "go-back-n" with ``evs`` 1 is the
     emulated RoCE reliable connection; None: MRC's own."""
+    no_trim: bool = False
+    """MRC: data in the no-trim class (--no-trim, both ends): dropped, not trimmed."""
     nbytes: int | None = None
     """Send this many bytes (-n) instead of for ``seconds``: an MRC sender stops taking
     data at -t but delivers what it queued (up to 4 MiB, perf/session.py UNACKED_LIMIT), which
@@ -109,9 +111,10 @@ class Flows:
             return tcpflow_argv(*argv)
         events = ["--events", str(self.receiver_events_path(flow))] if flow.events else []
         recovery = ["--recovery", flow.recovery] if flow.recovery else []
+        no_trim = ["--no-trim"] if flow.no_trim else []
         return perf_argv(
             "-s", "-1", "--lab", self.lab, "-p", str(flow.port), "--json-stream", "-i", "0",
-            "--records", records, "--flow", flow.name, *events, *recovery,
+            "--records", records, "--flow", flow.name, *events, *recovery, *no_trim,
         )  # fmt: skip
 
     def sender_argv(self, flow: Flow) -> list[str]:
@@ -135,6 +138,8 @@ class Flows:
             argv += ["--evs", str(flow.evs)]
         if flow.recovery is not None:
             argv += ["--recovery", flow.recovery]
+        if flow.no_trim:
+            argv.append("--no-trim")
         return perf_argv(*argv, "--json-stream", "-i", "0")
 
     # -- running ------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from mrc_transport.io.tuning import HEADER_CACHE_LIMIT, TX_BURST
 from mrc_transport.protocol import Config, Transmit
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, Outgoing
-from mrc_transport.wire.frames import DSCP_DATA, PathHeader
+from mrc_transport.wire.frames import PathHeader, data_dscp
 from srv6.path import SrPath
 
 Encoding = Literal["usid", "srh"]
@@ -76,6 +76,9 @@ class Transmitter:
         self.backlog = Backlog(cfg, port_busy)
         self._on_port_down, self._wake = on_port_down, wake
         self._headers: dict[tuple[int, int, int], tuple[SrPath, PathHeader]] = {}
+        self.data_dscp = data_dscp(rtx=False, no_trim=cfg.no_trim)
+        """The class of every ``DataRun`` of this endpoint (its connections share the
+        Config): one template per EV in the C encoder."""
         self._burst: batchio.BurstEncoder | None = None  # made on the first burst
 
     def can_send(self) -> bool:
@@ -98,8 +101,8 @@ class Transmitter:
         return cached[1]
 
     def data_header(self, ev: Ev) -> PathHeader:
-        """The PathHeader of a data packet on ``ev``."""
-        return self.header(ev.path, ev.value, DSCP_DATA)
+        """The PathHeader of a new data packet on ``ev``."""
+        return self.header(ev.path, ev.value, self.data_dscp)
 
     # -- a burst --------------------------------------------------------------------------
     def transmit(self, out: Sequence[Outgoing]) -> int:
@@ -130,6 +133,7 @@ class Transmitter:
         enc.clear()
         for item in chunk:
             if isinstance(item, DataRun):
+                assert item.dscp == self.data_dscp
                 enc.add_run(item, self.data_header)
             else:
                 enc.add(self.header(item.path, item.ev, item.dscp), item.header, item.payload)

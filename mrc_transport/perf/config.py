@@ -69,10 +69,13 @@ def endpoint_config(opts: PerfOptions, paths_from: PathProvider) -> Config:
     if topo is not None:  # the lab's real port rate bounds NSCC's window (Config docstring)
         nic_rate = float(topo.host_link.rate_bps * topo.planes)
         delay += lab_host_delay(topo, mss)
-        # a trimming fabric sets NSCC's target to 0.75 base RTT (Config.trimming)
-        trimming = topo.host_link.trim_at > 0 or topo.fabric_link.trim_at > 0
+        # a trimming fabric sets NSCC's target to 0.75 base RTT (Config.trimming), unless
+        # this connection's data is never trimmed: it sees drops, as without trimming
+        trimmed = topo.host_link.trim_at > 0 or topo.fabric_link.trim_at > 0
+        trimming = trimmed and not opts.no_trim
     return Config(
         trimming=trimming,
+        no_trim=opts.no_trim,
         mss=mss,
         ev_count=opts.evs,
         cc=opts.cc,

@@ -62,6 +62,8 @@ class PerfOptions:
     """--scheduler: spraying scheduler (protocol/scheduler.py)."""
     recovery: str = "sack"
     """--recovery: MRC's selective recovery, or "go-back-n" (RoCE's RC, emulated)."""
+    no_trim: bool = False
+    """--no-trim: data in the class a trimming switch drops rather than trims."""
     mss: int | None = None
     """--mss: data bytes per packet; None: what the smallest MTU here allows."""
     lab: str | None = None

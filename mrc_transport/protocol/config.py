@@ -49,6 +49,11 @@ class Config:
     trimming: bool = False
     """The fabric trims instead of dropping: NSCC's target is then 0.75 base RTT and a
     delay no longer triggers a quick adapt (htsim ``initNsccParams``)."""
+    no_trim: bool = False
+    """Send data in the no-trim class (DSCP_NO_TRIM), which a trimming switch drops above
+    its threshold instead of cutting it to a stub: loss detection finds those losses, as
+    on a fabric without trimming. Otherwise new data goes in DSCP_DATA and
+    retransmissions in DSCP_RTX, both trimmable (docs/protocol.md, "Traffic classes")."""
     cc_scope: str = "connection"
     """"connection": one window for the whole connection and the planes loaded exactly
     equally (UEC / MRC; the paper's section 4 keeps the planes' load equal to avoid false

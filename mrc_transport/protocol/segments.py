@@ -15,7 +15,8 @@ the segment size and each packet's EV. No layer builds a header, a payload view 
 ``Transmit`` per packet, and the C codec encodes a whole run in one call (io/batchio.py
 ``add_run``; what this saves: docs/measurements.md, "The sender's design figures"). A
 retransmission keeps its PSN and offset and goes as a ``Transmit`` of its own, with the
-RTX flag (``OutMessage.transmit``).
+RTX flag (``OutMessage.transmit``), in the retransmission class (wire/frames.py
+``data_dscp``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from mrc_transport.frozen import fast_constructor
-from mrc_transport.wire import frames
 from mrc_transport.wire.frames import DataHeader, Opcode
 
 from .commons import ACK_REQ, TS, Commons
@@ -36,7 +36,6 @@ View = memoryview
 """mypyc looks a dataclass field's type up among the module's names, which lack builtins."""
 # Final: mypyc keeps these in C globals rather than looking each up in the module's dict
 # on every packet
-_DSCP_DATA: Final = frames.DSCP_DATA
 _WRITE_ONLY: Final = Opcode.WRITE_ONLY
 _WRITE_FIRST: Final = Opcode.WRITE_FIRST
 _WRITE_MIDDLE: Final = Opcode.WRITE_MIDDLE
@@ -71,15 +70,17 @@ class OutMessage:
     """Bytes acknowledged."""
 
     def transmit(
-        self, commons: Commons, psn: int, offset: int, n: int, ev: Ev, ts: int, flags: int
-    ) -> Transmit:
-        """The packet of PSN ``psn`` holding the ``n`` bytes at ``offset``, on ``ev``."""
+        self, commons: Commons, psn: int, offset: int, n: int, ev: Ev, ts: int, flags: int,
+        dscp: int,
+    ) -> Transmit:  # fmt: skip
+        """The packet of PSN ``psn`` holding the ``n`` bytes at ``offset``, on ``ev``, in
+        class ``dscp``."""
         header = _new_data_header(
             commons.get(opcode_for(offset, n, self.length), flags),
             psn & MASK32, self.msn & MASK32, offset, self.length, ts,
         )  # fmt: skip
         payload = self.data[offset : offset + n]
-        return _new_transmit(ev.path, ev.value, header, payload, _DSCP_DATA)
+        return _new_transmit(ev.path, ev.value, header, payload, dscp)
 
 
 def asking_ack(commons: Commons, tx: Transmit) -> Transmit:
@@ -96,9 +97,10 @@ class DataRun:
     hands the IO layer for its bulk traffic instead of a ``Transmit`` each.
 
     Packet i has PSN ``psn + i``, the segment at ``offset + i * seg`` of ``data`` (the
-    message's last one may be shorter), EV ``evs[i]``, timestamp ``ts`` and flags
-    ``flags``; the last one also ``last_flags`` (ACK_REQ at a burst's end). ``transmit(i)``
-    is packet i as a ``Transmit``, exactly what the sender would have queued.
+    message's last one may be shorter), EV ``evs[i]``, timestamp ``ts``, flags ``flags``
+    and class ``dscp``; the last one also ``last_flags`` (ACK_REQ at a burst's end).
+    ``transmit(i)`` is packet i as a ``Transmit``, exactly what the sender would have
+    queued.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class DataRun:
         data: View,
         ts: int,
         ev: Ev,
+        dscp: int,
     ) -> None:
         self.commons = commons
         """The connection's common headers (and ids)."""
@@ -128,6 +131,8 @@ class DataRun:
         self.ts = ts
         self.evs = [ev]
         """Each packet's EV, in order."""
+        self.dscp = dscp
+        """The run's traffic class: new data, or the no-trim class (``Config.no_trim``)."""
 
     def __len__(self) -> int:
         return len(self.evs)
@@ -149,7 +154,7 @@ class DataRun:
     def transmit(self, i: int) -> Transmit:
         """Packet i as the ``Transmit`` the sender would have queued for it."""
         ev = self.evs[i]
-        return _new_transmit(ev.path, ev.value, self.header(i), self.payload(i), _DSCP_DATA)
+        return _new_transmit(ev.path, ev.value, self.header(i), self.payload(i), self.dscp)
 
     def transmits(self) -> list[Transmit]:
         return [self.transmit(i) for i in range(len(self.evs))]

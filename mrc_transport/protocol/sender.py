@@ -5,8 +5,10 @@ Theory of operation
 Messages are cut into packets as they are sent (segments.py). Every packet gets the next
 PSN and goes out while some plane's congestion window has room (cc/planes.py) and the bytes
 from the cumulative PSN on stay within the receiver's advertised window; the scheduler
-picks its EV (scheduler.py). A retransmission keeps its PSN, carries the RTX flag and goes
-before new data, oldest PSN first, on another EV of the plane with the lowest smoothed RTT
+picks its EV (scheduler.py). A retransmission keeps its PSN, carries the RTX flag, travels
+in its own trimmable class (DSCP_RTX, as OCP's API once gave retransmitted requests a
+traffic class of their own; a ``no_trim`` connection's in DSCP_NO_TRIM) and goes before
+new data, oldest PSN first, on another EV of the plane with the lowest smoothed RTT
 (ours: it fills the receiver's hole soonest).
 
 A SACK acknowledges packets (cumulative PSN and bitmap), gives an RTT sample of the packet
@@ -61,6 +63,8 @@ class Sender:
         self.cfg, self.evs, self.scheduler, self.cc = cfg, evs, scheduler, cc
         self.counters, self._emit, self.conn, self.commons = counters, emit, conn, commons
         self.mss = cfg.mss
+        self._dscp = frames.data_dscp(rtx=False, no_trim=cfg.no_trim)
+        self._rtx_dscp = frames.data_dscp(rtx=True, no_trim=cfg.no_trim)
         self.pending: deque[OutMessage] = deque()
         self.next_msn = 0
         self.snd_una = self.snd_nxt = initial_psn
@@ -206,7 +210,9 @@ class Sender:
             pkt = SentPacket(self.snd_nxt, msg, offset, size, ev)
             msg.next_offset += size
             if run is None:
-                run = DataRun(self.commons, pkt.psn, msg.msn, offset, mss, msg.data, ts, ev)
+                run = DataRun(
+                    self.commons, pkt.psn, msg.msn, offset, mss, msg.data, ts, ev, self._dscp
+                )
                 out.append(run)
             else:
                 run.evs.append(ev)
@@ -301,7 +307,9 @@ class Sender:
         self._sent(pkt, now)
         msg, ts = pkt.msg, int(now * 1e9)
         out.append(
-            msg.transmit(self.commons, pkt.psn, pkt.offset, pkt.length, pkt.ev, ts, TS | RTX)
+            msg.transmit(
+                self.commons, pkt.psn, pkt.offset, pkt.length, pkt.ev, ts, TS | RTX, self._rtx_dscp
+            )
         )
 
     def _sent(self, pkt: SentPacket, now: float) -> None:

@@ -22,7 +22,7 @@ class Transmit:
     payload: memoryview | bytes
     """Data payload: a slice of the application's message, not a copy."""
     dscp: int
-    """DSCP of the traffic class (data or control)."""
+    """DSCP of the traffic class (data, retransmission, no-trim, control: wire/frames.py)."""
 
 
 new_transmit = fast_constructor(Transmit)

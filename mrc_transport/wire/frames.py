@@ -98,8 +98,17 @@ class Ecn(enum.IntEnum):
 
 
 # DSCP classes: acknowledgements and probes travel above data, as MRC's control traffic.
+# Data has three: new data and retransmissions in two trimmable classes, and a class a
+# switch drops rather than trims, for a connection that asks not to be trimmed. OCP's MRC
+# API once gave a QP a traffic class each for requests, retransmitted requests and control
+# (mrc.h, February 2025); no values are published, so these are ours: AF3's three drop
+# precedences (RFC 2597), one class and one queue at a switch.
 DSCP_DATA = 26  # AF31
+DSCP_RTX = 28  # AF32
+DSCP_NO_TRIM = 30  # AF33
 DSCP_CONTROL = 46  # EF
+TRIMMABLE_DSCPS: Final = frozenset({DSCP_DATA, DSCP_RTX})
+"""The classes a trimming switch port cuts to their headers above its threshold."""
 # A data packet a switch trimmed to its headers (docs/protocol.md, "Trimmed data packets"):
 # from RFC 2474's pool 2 (xxxx11, experimental or local use), one value for a trim on the
 # way and one for a trim at the last hop (a T0 port facing the receiver).
@@ -110,6 +119,15 @@ TRIM_REASONS: Final[dict[int, NackReason]] = {
     DSCP_TRIMMED_LASTHOP: NackReason.TRIMMED_LASTHOP,
 }
 """The NACK reason a receiver answers a trimmed stub with, by the stub's DSCP."""
+
+
+def data_dscp(rtx: bool, no_trim: bool) -> int:
+    """The DSCP of a data packet: a no-trim connection's every packet in DSCP_NO_TRIM
+    (its retransmissions too: it asked for drops), else a retransmission in DSCP_RTX and
+    new data in DSCP_DATA."""
+    if no_trim:
+        return DSCP_NO_TRIM
+    return DSCP_RTX if rtx else DSCP_DATA
 
 
 @dataclass(frozen=True, slots=True)

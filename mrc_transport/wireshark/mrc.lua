@@ -31,6 +31,9 @@ local KIND = {
 -- A data packet a lab switch trimmed to its headers carries one of these DSCPs
 -- (docs/protocol.md, "Trimmed data packets").
 local TRIMMED_DSCPS = { [43] = "TRIMMED", [47] = "TRIMMED_LASTHOP" }
+-- Data a switch drops rather than trims (`mrc perf --no-trim`; docs/protocol.md,
+-- "Traffic classes"); new data (26) and retransmissions (28) are trimmable.
+local DSCP_NO_TRIM = 30
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "NO_BUFFER",
     [4] = "PSN_OUT_OF_WINDOW", [5] = "UNKNOWN_CONNECTION", [6] = "SEQUENCE_ERROR",
@@ -275,7 +278,8 @@ local function finish_data(ctx)
     local payload_len = ctx.size - COMMON - 24
     ctx.item:add(f.payload_len, payload_len):set_generated()
     -- A trimmed stub keeps the msg_offset and msg_len of the payload it lost.
-    local trimmed = payload_len == 0 and TRIMMED_DSCPS[innermost(dscp_field)]
+    local dscp = innermost(dscp_field)
+    local trimmed = payload_len == 0 and TRIMMED_DSCPS[dscp]
     local wrong = not trimmed and placement_error(opcode, offset, msg_len, payload_len)
     if trimmed then
         ctx.item:add_proto_expert_info(e.trimmed, "Trimmed by a switch (" .. trimmed ..
@@ -288,7 +292,8 @@ local function finish_data(ctx)
     if payload_len > 0 and ctx.captured > COMMON + 24 then
         Dissector.get("data"):call(ctx.tvb(COMMON + 24):tvb(), ctx.pinfo, ctx.root)
     end
-    local tags = (trimmed and "[" .. trimmed .. "] " or "") .. (ctx.flags % 2 == 1 and "[RTX] " or "")
+    local tags = (trimmed and "[" .. trimmed .. "] " or "") ..
+        (dscp == DSCP_NO_TRIM and "[NO_TRIM] " or "") .. (ctx.flags % 2 == 1 and "[RTX] " or "")
     return string.format("%s%s PSN=%d MSN=%d Off=%d Len=%d", tags, OPCODES[opcode], psn,
         body(4, 4):uint(), offset, payload_len)
 end

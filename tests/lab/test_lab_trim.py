@@ -6,7 +6,8 @@ Lab: tiny, every switch port trims above 64 KB of its virtual queue; the T0 -> T
 also drop everything above 128 KB and mark RED between 16 and 96 KB. Two hosts of rack 0
 send to h2 (rack 1) through t1-p0-0, so the congested port is t0-p0-0's port towards
 t1-p0-0 (a trim on the way: DSCP_TRIMMED); two hosts sending to h0 congest t0-p0-0's port
-towards h0 (the last hop: DSCP_TRIMMED_LASTHOP)."""
+towards h0 (the last hop: DSCP_TRIMMED_LASTHOP). Retransmissions (DSCP_RTX) are cut as
+new data is; the no-trim class (DSCP_NO_TRIM) is dropped above the same threshold."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from mrc_transport.wire.codec import encode
 from mrc_transport.wire.frames import (
     DSCP_CONTROL,
     DSCP_DATA,
+    DSCP_NO_TRIM,
+    DSCP_RTX,
     DSCP_TRIMMED,
     DSCP_TRIMMED_LASTHOP,
     Common,
@@ -250,9 +253,12 @@ def _high_class(lab: str, node: str, dev: str) -> dict[str, int]:
     return {"high_bytes": high["bytes"], "high_packets": high["packets"]}
 
 
-def _check_stubs(sent: dict[int, bytes], got: list[Arrival], dscp: int) -> list[Arrival]:
-    """Every arrival is a whole data packet or a stub of it with the trimmed DSCP; the MRC
-    headers are the sender's, byte for byte; every checksum verifies."""
+def _check_stubs(
+    sent: dict[int, bytes], got: list[Arrival], dscp: int, whole: int = DSCP_DATA
+) -> list[Arrival]:
+    """Every arrival is a whole data packet of class ``whole`` or a stub of it with the
+    trimmed DSCP; the MRC headers are the sender's, byte for byte; every checksum
+    verifies."""
     for a in got:
         assert a.checksum_ok, f"psn {a.psn}: bad UDP checksum over the final destination"
         assert a.mrc_header == _mrc_header(sent[a.psn])
@@ -260,7 +266,7 @@ def _check_stubs(sent: dict[int, bytes], got: list[Arrival], dscp: int) -> list[
         if a.udp_len == STUB_L4:
             assert (a.dscp, a.frame_len) == (dscp, 14 + 40 + srh + STUB_L4)
         else:
-            assert (a.dscp, a.udp_len) == (DSCP_DATA, STUB_L4 + PAYLOAD)
+            assert (a.dscp, a.udp_len) == (whole, STUB_L4 + PAYLOAD)
     return [a for a in got if a.udp_len == STUB_L4]
 
 
@@ -289,6 +295,36 @@ def test_a_trim_at_the_last_hop_says_so(trim_lab: tuple[str, Topology]) -> None:
     stubs = _check_stubs(sent, got, DSCP_TRIMMED_LASTHOP)
     assert stubs
     assert (d["trimmed"], d["dropped"]) == (len(stubs), 0)
+
+
+def _in_class(dscp: int) -> Callable[[SrPath], Callable[[int], tuple[bytes, str]]]:
+    return lambda path: lambda psn: data_packet(path, "usid", psn, dscp=dscp)
+
+
+def test_retransmissions_are_trimmed_as_new_data_is(trim_lab: tuple[str, Topology]) -> None:
+    lab, topo = trim_lab
+    port = ("t0-p0-0", "t1-p0-0")
+    sent, got, d = _burst_to(lab, topo, ("h0", "h1"), "h2", port, _in_class(DSCP_RTX))
+    assert sorted(a.psn for a in got) == sorted(sent)
+    stubs = _check_stubs(sent, got, DSCP_TRIMMED, whole=DSCP_RTX)
+    assert 0.3 * len(sent) < len(stubs) < 0.7 * len(sent)
+    assert d["trimmed"] == d["trimmed_rtx"] == len(stubs)
+    assert (d["dropped"], d["dropped_no_trim"]) == (0, 0)
+
+
+def test_the_no_trim_class_is_dropped_above_the_trim_threshold(
+    trim_lab: tuple[str, Topology],
+) -> None:
+    """The same burst in DSCP_NO_TRIM: no stub; what does not fit under the 64 KB threshold
+    is dropped, whole, and counted as the no-trim class's."""
+    lab, topo = trim_lab
+    port = ("t0-p0-0", "t1-p0-0")
+    sent, got, d = _burst_to(lab, topo, ("h0", "h1"), "h2", port, _in_class(DSCP_NO_TRIM))
+    assert {(a.dscp, a.udp_len) for a in got} == {(DSCP_NO_TRIM, STUB_L4 + PAYLOAD)}
+    assert all(a.checksum_ok and a.mrc_header == _mrc_header(sent[a.psn]) for a in got)
+    assert len({a.psn for a in got}) == len(got) == len(sent) - d["dropped"]
+    assert d["dropped"] == d["dropped_no_trim"] > 0.3 * len(sent)
+    assert (d["trimmed"], d["trim_errors"]) == (0, 0)
 
 
 def _not_trimmable(path: SrPath) -> Callable[[int], tuple[bytes, str]]:
@@ -334,6 +370,11 @@ def test_status_json_shows_the_counters_and_down_removes_the_pins(
     last_hop, uplink = by_port[("t0-p0-0", "h0")], by_port[("t0-p0-0", "t1-p0-0")]
     assert (last_hop["faces_host"], last_hop["trim"], last_hop["mark"]) == (True, True, False)
     assert (uplink["faces_host"], uplink["trim"], uplink["mark"]) == (False, True, True)
+    assert main(["lab", "status", "--name", lab]) == 0
+    totals = {k: sum(p[k] for p in ports) for k in ("trimmed_rtx", "dropped_no_trim")}
+    text = capsys.readouterr().out
+    assert f"({totals['trimmed_rtx']} retransmissions)" in text
+    assert f"({totals['dropped_no_trim']} no-trim above the threshold)" in text
     assert map_pin(lab).exists()
     down(lab)
     assert not bpf.pin_dir(lab).exists()

@@ -1,7 +1,10 @@
 """Trimming end to end on real packets: three MRC senders into one host of a tiny lab whose
 ports trim, so the last hop's queue cuts data packets to stubs; the receivers NACK them,
-the senders resend them at once, and every byte still arrives. (A lab without trimming
-plans exactly as before: tests/unit/test_lab_trim.py; every other lab test runs one.)"""
+the senders resend them at once (in the retransmission class, which is trimmed too), and
+every byte still arrives. The same incast in the no-trim class (`mrc perf --no-trim`) is
+dropped where it would have been trimmed and recovered by loss detection. (A lab without
+trimming plans exactly as before: tests/unit/test_lab_trim.py; every other lab test runs
+one.)"""
 
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ def lab(running_lab: RunningLab) -> Iterator[tuple[str, Topology]]:
         yield name, load_state(name).topology
 
 
-def incast(lab: str, out: Path) -> list[dict[str, Any]]:
+def incast(lab: str, out: Path, *flags: str) -> list[dict[str, Any]]:
     """Every sender's one-shot `mrc perf -t SECONDS` to RECEIVER at once, so that they
     overlap for seconds whatever their start-ups take; their -J ends."""
     procs, logs = [], []
@@ -49,7 +52,9 @@ def incast(lab: str, out: Path) -> list[dict[str, Any]]:
         log = out / f"{src}.json"
         argv = [*PY, "--lab", lab, "--from", src, "--to", RECEIVER, "-p", str(4792 + i)]
         procs.append(
-            subprocess.Popen([*argv, "-t", SECONDS, "-l", "64K", "-J", "--logfile", str(log)])
+            subprocess.Popen(
+                [*argv, *flags, "-t", SECONDS, "-l", "64K", "-J", "--logfile", str(log)]
+            )
         )
         logs.append(log)
     for p in procs:
@@ -84,3 +89,28 @@ def test_an_incast_into_a_trimming_port_is_recovered_by_nacks(
     # thought lost) is acknowledged before the resend goes: a spurious retransmission
     rtx_nack, spurious = total(ends, "sender", "rtx_nack"), total(ends, "sender", "spurious_rtx")
     assert nacks - spurious <= rtx_nack <= nacks, (rtx_nack, nacks, spurious)
+    # a resend goes into the same full queue, in its own trimmable class, and is cut too
+    assert 0 < sum(c["trimmed_rtx"] for c in port_counters(name, topo)) < trimmed
+
+
+def counters(lab: str, topo: Topology) -> dict[str, int]:
+    """The port program's counters summed over the lab's ports."""
+    ports = port_counters(lab, topo)
+    return {k: sum(p[k] for p in ports) for k in ("trimmed", "dropped", "dropped_no_trim")}
+
+
+def test_a_no_trim_incast_is_dropped_and_recovered_by_loss_detection(
+    lab: tuple[str, Topology], tmp_path: Path
+) -> None:
+    name, topo = lab
+    before = counters(name, topo)
+    ends = incast(name, tmp_path, "--no-trim")
+    after = counters(name, topo)
+    assert all(e["verified"] for e in ends)
+    assert all(e["sum_received"]["bytes"] == e["sum_sent"]["bytes"] > 0 for e in ends)
+    d = {k: after[k] - before[k] for k in after}
+    assert d["trimmed"] == 0, "no packet of the no-trim class is cut"
+    assert d["dropped"] >= d["dropped_no_trim"] > 0
+    assert total(ends, "receiver", "trimmed_received") == 0
+    assert total(ends, "sender", "nacks_received") == 0
+    assert total(ends, "sender", "retransmits") > 0

@@ -6,16 +6,17 @@ direction ("fwd" from a lower host index to a higher one, "rev" back), shared by
 pair, with a rate, a propagation delay, a drop-tail queue and ECN marking above a queue
 threshold (marking happens at enqueue, as at every hop but the last). Links can drop,
 duplicate, reorder (jitter), mark at random, and be killed silently or degraded at a given
-time. A link may trim instead of drop (``trim_bytes``): a data packet that finds more than
-that queued is cut to its headers, marked with a trimmed DSCP and sent ahead of the queue,
-as the lab's trimming ports do (labs/bpf/mrc_port.c). A host's NIC port (its plane) can go
-down: its sends on that plane are refused at once (the endpoint's ``send_failed``, as
-ENETUNREACH does on Linux) and packets to it on that plane vanish. Optionally every packet
-first crosses its host's NIC port on its plane (``uplink``): one FIFO per (host, plane)
-shared by all paths of that plane, as in the lab, where the port's queue holds most of a
-plane's delay; a competing flow can hold that queue at a standing depth (``hold_queue``, a
-TCP flow filling the port's buffer). Everything random comes from one seeded
-``random.Random``.
+time. A link may trim instead of drop (``trim_bytes``): a data packet of a trimmable class
+(new data or a retransmission) that finds more than that queued is cut to its headers,
+marked with a trimmed DSCP and sent ahead of the queue, and one of the no-trim class is
+dropped there, as the lab's trimming ports do (labs/bpf/mrc_port.c). A host's NIC port
+(its plane) can go down: its sends on that plane are refused at once (the endpoint's
+``send_failed``, as ENETUNREACH does on Linux) and packets to it on that plane vanish.
+Optionally every packet first crosses its host's NIC port on its plane (``uplink``): one
+FIFO per (host, plane) shared by all paths of that plane, as in the lab, where the port's
+queue holds most of a plane's delay; a competing flow can hold that queue at a standing
+depth (``hold_queue``, a TCP flow filling the port's buffer). Everything random comes
+from one seeded ``random.Random``.
 
 No real time is read: the fabric's clock jumps from event to event.
 """
@@ -65,13 +66,18 @@ class Link:
     dead_drops: int = 0
     dead_data: int = 0
     trimmed: int = 0
+    trimmed_rtx: int = 0
+    """Of ``trimmed``, packets of the retransmission class (DSCP_RTX)."""
+    dropped_no_trim: int = 0
+    """Of ``dropped``, packets of the no-trim class dropped at ``trim_bytes``."""
 
     def send(
-        self, now: float, size: int, rng: random.Random, data: bool = True
+        self, now: float, size: int, rng: random.Random, dscp: int | None = frames.DSCP_DATA
     ) -> list[tuple[float, bool, bool]]:
         """Arrival times, CE and whether trimmed, of the copies of one packet; [] if it
-        is lost."""
+        is lost. ``dscp``: a data packet's class; None for any other packet."""
         self.packets += 1
+        data = dscp is not None
         self.data_packets += data
         if self.dead:
             self.dead_drops += 1
@@ -79,9 +85,14 @@ class Link:
             return []
         queued = max(0.0, self.busy_until - now) * self.rate_bps / 8
         if data and self.trim_bytes and queued + size > self.trim_bytes:
+            if dscp not in frames.TRIMMABLE_DSCPS:
+                self.dropped += 1
+                self.dropped_no_trim += 1
+                return []
             # the stub goes ahead of the queue (a strict-priority class), so its delay is
             # its own serialisation and the propagation only
             self.trimmed += 1
+            self.trimmed_rtx += dscp == frames.DSCP_RTX
             return [(now + OVERHEAD * 8 / self.rate_bps + self.delay, False, True)]
         if queued + size > self.queue_bytes or (self.drop and rng.random() < self.drop):
             self.dropped += 1
@@ -242,7 +253,7 @@ class Fabric:
         if port is None:
             self._cross(tx.path, packet, dst, size, is_data, False)
             return
-        for t, ce, cut in port.send(self.now, size, self.rng, is_data):
+        for t, ce, cut in port.send(self.now, size, self.rng, tx.dscp if is_data else None):
             sent = _trimmed(packet, port.trim_dscp) if cut else packet
             self.at(t, functools.partial(self._cross, tx.path, sent, dst, size, is_data, ce))
 
@@ -257,8 +268,9 @@ class Fabric:
     ) -> None:
         """``packet`` enters ``path``'s link now; it was CE-marked before if ``ce_before``."""
         link = self._path_link[path]
-        is_data = is_data and packet.path.dscp not in frames.TRIM_REASONS
-        for t, ce, cut in link.send(self.now, size, self.rng, is_data):
+        dscp = packet.path.dscp
+        is_data = is_data and dscp not in frames.TRIM_REASONS
+        for t, ce, cut in link.send(self.now, size, self.rng, dscp if is_data else None):
             ecn = frames.Ecn.CE if ce or ce_before else frames.Ecn.ECT0
             marked = dataclasses.replace(packet, path=dataclasses.replace(packet.path, ecn=ecn))
             if cut:

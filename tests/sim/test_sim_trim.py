@@ -1,9 +1,12 @@
 """An incast in virtual time over links that trim, against the same links dropping at the
 same depth: with trimming every loss is a NACK answered within about one RTT and no RTO
-fires; without it, losses wait for SACK gaps. Every byte arrives either way."""
+fires, and a retransmission trimmed again (it travels in a trimmable class of its own) is
+NACKed in turn; without it, or for connections in the no-trim class, which a trimming link
+drops at the same depth, losses wait for SACK gaps. Every byte arrives either way."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -19,6 +22,7 @@ SIZE = 120_000
 RATE = 1e9
 DEPTH = 30_000  # bytes: where a link trims (or, without trimming, drops)
 DELAY = 50e-6  # per link: a 100 us base RTT, so each sender starts with a deep window
+CFG = Config(nic_rate_bps=4 * RATE)
 
 
 @dataclass
@@ -35,7 +39,7 @@ class Incast:
         ]
 
 
-def incast(seed: int, trim: bool) -> Incast:
+def incast(seed: int, trim: bool, cfg: Config = CFG) -> Incast:
     """SENDERS hosts send MESSAGES messages each to one host, all at once, over 2 planes x
     2 paths whose links trim (or drop) at DEPTH bytes."""
 
@@ -45,7 +49,6 @@ def incast(seed: int, trim: bool) -> Incast:
         return Link(rate_bps=RATE, delay=DELAY, queue_bytes=DEPTH)
 
     fabric = Fabric(seed, planes=2, paths_per_plane=2, link=link)
-    cfg = Config(nic_rate_bps=4 * RATE)
     sink = fabric.add_host("sink", cfg)
     hosts = [fabric.add_host(f"s{i}", cfg) for i in range(SENDERS)]
     conns = [h.endpoint.connect(fabric.paths(h, sink), 0.0) for h in hosts]
@@ -86,6 +89,21 @@ def test_trimming_turns_every_loss_into_a_nack_answered_within_two_rtts(seed: in
     base_rtt = min(c.sender.min_rtt for c in run.conns)
     after = sorted(e.after for e in rtx if e.cause == "trimmed")
     assert after[len(after) // 2] <= 2 * base_rtt, (after[len(after) // 2], base_rtt)
+    # a resend meets the same full queue and, in its own trimmable class, is cut again
+    assert sum(link.trimmed_rtx for link in run.fabric.links.values()) > 0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_no_trim_connection_is_dropped_where_others_are_trimmed(seed: int) -> None:
+    """The same trimming links, every sender in the no-trim class: nothing is cut, the
+    links drop at the trim depth instead, and SACK gaps find the losses."""
+    run = incast(seed, trim=True, cfg=dataclasses.replace(CFG, no_trim=True))
+    assert_every_byte(run)
+    links = run.fabric.links.values()
+    assert sum(link.trimmed for link in links) == 0
+    assert sum(link.dropped for link in links) == sum(link.dropped_no_trim for link in links) > 0
+    assert sum(c.counters.nacks_received for c in run.conns) == 0
+    assert "loss" in {e.cause for e in run.retransmits()}
 
 
 @pytest.mark.parametrize("seed", range(2))

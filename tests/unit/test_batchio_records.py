@@ -20,6 +20,8 @@ from mrc_transport.io.sockets import open_rx
 from mrc_transport.wire import records
 from mrc_transport.wire.frames import (
     DSCP_DATA,
+    DSCP_NO_TRIM,
+    DSCP_RTX,
     DSCP_TRIMMED,
     DSCP_TRIMMED_LASTHOP,
     Common,
@@ -158,6 +160,24 @@ def test_a_trimmed_stub_is_left_for_the_one_at_a_time_decoder(
     ]
     recs = _burst(make(16, SLOT), datagrams, metas)
     assert [r[DataField.KIND] for r in recs] == [RX_OTHER] * 3 + [RX_DATA, RX_SACK]
+
+
+@pytest.mark.parametrize("make", RECEIVERS, ids=_name)
+def test_every_data_class_is_data_to_place(
+    make: Callable[[int, int], batchio.BurstReceiver],
+) -> None:
+    """New data, a retransmission and the no-trim class, each with its payload: placed by
+    the burst decoder alike, in C as in Python (only a trimmed DSCP sends a data packet
+    elsewhere)."""
+    whole = _mrc(DATA, BODY)
+    metas = [_meta(len(whole), tclass=d << 2 | 2) for d in (DSCP_DATA, DSCP_RTX, DSCP_NO_TRIM)]
+    receiver = make(16, SLOT)
+    recs = _burst(receiver, [whole] * 3, metas)
+    assert [r[DataField.KIND] for r in recs] == [RX_DATA] * 3
+    at, n = DataField.PAYLOAD_OFF, DataField.PAYLOAD_LEN
+    assert [bytes(receiver.view[r[at] : r[at] + r[n]]) for r in recs] == [BODY] * 3
+    fields = [_fields(r, DataField) | {"payload_off": 0} for r in recs]  # its own slot each
+    assert fields[0] == fields[1] == fields[2]
 
 
 @pytest.mark.parametrize("make", RECEIVERS, ids=_name)

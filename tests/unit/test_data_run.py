@@ -22,7 +22,15 @@ from mrc_transport.protocol.commons import ACK_REQ, Commons
 from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun, expand_runs
 from mrc_transport.protocol.transmit import Transmit
-from mrc_transport.wire.frames import Common, DataHeader, Flags, Opcode, PathHeader, ProbeHeader
+from mrc_transport.wire.frames import (
+    DSCP_DATA,
+    Common,
+    DataHeader,
+    Flags,
+    Opcode,
+    PathHeader,
+    ProbeHeader,
+)
 from tests.unit.conftest import MakeEstablished
 
 MakeEncoder = Callable[[int, int], batchio.BurstEncoder]
@@ -52,7 +60,7 @@ def _run(
     evs: list[Ev], psn: int, offset: int, seg: int, total: int, count: int, last_flags: int = 0
 ) -> DataRun:
     data = memoryview(bytes(random.Random(psn).randbytes(total)))
-    run = DataRun(Commons(7, 9), psn, 3, offset, seg, data, 10**9 + 5, evs[0])
+    run = DataRun(Commons(7, 9), psn, 3, offset, seg, data, 10**9 + 5, evs[0], DSCP_DATA)
     for i in range(1, count):
         run.evs.append(evs[i % len(evs)])
     run.last_flags = last_flags

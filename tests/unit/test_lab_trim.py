@@ -13,7 +13,14 @@ from labs import plan as P
 from labs.errors import TopologyError
 from labs.topology import TRIM_AT, Topology, from_dict, load_yaml, preset
 from labs.trim import STUB_L4, port_key, port_value
-from mrc_transport.wire.frames import DSCP_CONTROL, DSCP_DATA, DSCP_TRIMMED, DSCP_TRIMMED_LASTHOP
+from mrc_transport.wire.frames import (
+    DSCP_CONTROL,
+    DSCP_DATA,
+    DSCP_NO_TRIM,
+    DSCP_RTX,
+    DSCP_TRIMMED,
+    DSCP_TRIMMED_LASTHOP,
+)
 from tests.conftest import CliError
 
 
@@ -147,16 +154,20 @@ def test_the_map_entry_packs_the_wire_constants() -> None:
     op = P.PortMap("t0-p0-0", "h0", "02:6d:00:00:00:02", 100_000_000, 32768, 65536, 262144,
                    0, 0, 0.0, True)  # fmt: skip
     value = port_value(op)
-    assert len(value) == 168  # sizeof(struct port) in labs/bpf/mrc_port.c
+    assert len(value) == 200  # sizeof(struct port) in labs/bpf/mrc_port.c
     flags, rate = struct.unpack_from("=4xIQ", value)
     assert (flags, rate) == (0x1 | 0x4, 12_500_000)  # trim, faces a host; bytes per second
-    udp_port, keep, opcodes, version, data, trimmed = struct.unpack_from("=3H3B", value, 40)
+    udp_port, keep, opcodes, version, rtx, trimmed = struct.unpack_from("=3H3B", value, 40)
     assert (udp_port, keep, opcodes, version) == (4791, STUB_L4, 0b1111, 1)
-    assert (data, trimmed) == (DSCP_DATA, DSCP_TRIMMED_LASTHOP)
+    assert (rtx, trimmed) == (DSCP_RTX, DSCP_TRIMMED_LASTHOP)
     assert struct.unpack_from("=H", value, 50)[0] == 256  # ports 4791-5046 are MRC's
     prio_dscps = struct.unpack_from("=Q", value, 64)[0]
     assert prio_dscps == (1 << DSCP_TRIMMED) | (1 << DSCP_TRIMMED_LASTHOP)
     assert not prio_dscps & (1 << DSCP_CONTROL)  # control stays with data, as without trim
+    # both trimmable classes are cut, the no-trim class dropped, at the threshold
+    trim_dscps, no_trim_dscps = struct.unpack_from("=QQ", value, 72)
+    assert trim_dscps == (1 << DSCP_DATA) | (1 << DSCP_RTX)
+    assert no_trim_dscps == 1 << DSCP_NO_TRIM
     assert port_key(op.mac) == bytes.fromhex("026d00000002") + b"\0\0"
 
 

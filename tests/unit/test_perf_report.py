@@ -281,3 +281,16 @@ def test_a_trimming_lab_sets_nsccs_trimming(preset: str, trimming: bool) -> None
     opts = _opts(["perf", "-c", "h1"])
     cfg = config.endpoint_config(opts, SimpleNamespace(topo=topology.preset(preset)))  # type: ignore[arg-type]
     assert cfg.trimming is trimming
+
+
+def test_no_trim_reaches_both_ends_and_leaves_nscc_as_without_trimming() -> None:
+    """--no-trim: data in the class a trimming switch drops, so NSCC runs as on a fabric
+    that drops; the one-shot's server and client both get the flag."""
+    opts = _opts(["perf", "-c", "h1", "--no-trim", "--lab", "x"])
+    cfg = config.endpoint_config(opts, SimpleNamespace(topo=topology.preset("tiny-trim")))  # type: ignore[arg-type]
+    assert (cfg.no_trim, cfg.trimming) == (True, False)
+    assert "--no-trim" in oneshot.server_argv(opts)
+    assert "--no-trim" in oneshot.client_argv(opts, "h1")
+    plain = _opts(["perf", "-c", "h1", "--lab", "x"])
+    assert "--no-trim" not in oneshot.client_argv(plain, "h1")
+    assert config.endpoint_config(plain, None).no_trim is False  # type: ignore[arg-type]

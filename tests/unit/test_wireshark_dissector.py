@@ -24,6 +24,8 @@ from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
 from mrc_transport.wire import (
+    DSCP_NO_TRIM,
+    DSCP_RTX,
     MRC_UDP_PORT,
     BadPacket,
     CloseHeader,
@@ -261,6 +263,20 @@ def test_a_trimmed_stub_is_trimmed_not_malformed(tmp_path: Path) -> None:
     assert [bool(r["_ws.malformed"]) for r in rows] == [False, False, True]
     assert rows[0]["_ws.col.Info"].startswith("[TRIMMED] WRITE_MIDDLE PSN=7")
     assert rows[1]["_ws.col.Info"].startswith("[TRIMMED_LASTHOP] WRITE_LAST PSN=8")
+
+
+def test_the_no_trim_class_is_tagged_and_the_retransmission_class_is_plain_data(
+    tmp_path: Path,
+) -> None:
+    rtx = DataHeader(common(Opcode.WRITE_MIDDLE, 0x3), 7, 1, 1000, 5000, 3)
+    wire = [
+        encode(PathHeader(SRC, DST, ev=EV, dscp=dscp), header, bytes(1000))
+        for dscp, header in ((DSCP_NO_TRIM, replace(rtx, psn=6)), (DSCP_RTX, rtx))
+    ]
+    rows = fields(write(tmp_path / "classes.pcap", wire), ("_ws.malformed", "_ws.col.Info"))
+    assert [bool(r["_ws.malformed"]) for r in rows] == [False, False]
+    assert rows[0]["_ws.col.Info"].startswith("[NO_TRIM] [RTX] WRITE_MIDDLE PSN=6")
+    assert rows[1]["_ws.col.Info"].startswith("[RTX] WRITE_MIDDLE PSN=7")
 
 
 # -- retransmissions, port, RoCE ----------------------------------------------------------
