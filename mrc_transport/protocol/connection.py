@@ -134,8 +134,11 @@ class Connection:
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
         # a generator of its own: the set's draws leave the spraying's sequence as it was
-        self.reverse = ReverseEvs(self.evs, cfg.reverse_evs, random.Random(conn), self.counters)
+        self.reverse = ReverseEvs(
+            self.evs, cfg.reverse_evs, random.Random(conn), self.counters, self._events.append
+        )
         """The EVs our acknowledgements and replies go on, probed while idle (reverse.py)."""
+        self.reverse.now = now
         self.cc = PlaneWindows(cfg, self.evs.planes)
         self.scheduler = make_scheduler(
             cfg.scheduler, rng, self.cc.alpha, equal=cfg.cc_scope == "connection"
@@ -230,6 +233,7 @@ class Connection:
         """The one way in for a packet of this connection (its PathHeader carries the EV
         and ECN as received). A data packet or SACK goes the way of a burst's records
         (``receive_records``), as a burst of one; any other packet to its handler."""
+        self.reverse.now = now
         rec = _as_record(packet)
         if rec is not None:
             if not self.receive_records([rec], memoryview(packet.payload), 0, 1, now):
@@ -251,6 +255,7 @@ class Connection:
         the first record that is not one of this connection's data packets or SACKs;
         returns its index. The endpoint's path for a burst: the records of a run of data
         packets go to the placement in one call, without a ``Packet`` per packet."""
+        self.reverse.now = now
         i = start
         while i < stop:
             rec = recs[i]
@@ -364,6 +369,7 @@ class Connection:
 
     def handle_timer(self, now: float) -> None:
         """Run every timer that expired at ``now``."""
+        self.reverse.now = now
         if self.state is ConnState.CLOSED:
             self.drained = self._drain_at <= now
             return

@@ -71,6 +71,17 @@ class PathRetired(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ReverseEvChosen(Event):
+    """An EV joined the reverse EV set: acknowledgements of its plane go on it
+    (reverse.py)."""
+
+    ev: int
+    """The EV."""
+    plane: int
+    """Its plane."""
+
+
+@dataclass(frozen=True, slots=True)
 class PathReadmitted(Event):
     """A retired EV passed enough probes and is usable again."""
 

@@ -28,18 +28,27 @@ from __future__ import annotations
 import math
 import random
 
+from . import events
 from .counters import ConnCounters
-from .ev import Ev, EvInput, EvSet
+from .ev import Emit, Ev, EvInput, EvSet
 
 
 class ReverseEvs:
     """The reverse EV set of one connection, and its idle probing."""
 
     def __init__(
-        self, evs: EvSet, per_plane: int, rng: random.Random, counters: ConnCounters
+        self,
+        evs: EvSet,
+        per_plane: int,
+        rng: random.Random,
+        counters: ConnCounters,
+        emit: Emit,
     ) -> None:
         self.evs, self.per_plane, self.rng = evs, max(1, per_plane), rng
-        self.counters = counters
+        self.counters, self._emit = counters, emit
+        self.now = 0.0
+        """The ``now`` of the connection's latest input (it sets it): a member's choice is
+        dated by it, since ``pick`` is asked from deep inside one."""
         self.members: dict[int, list[Ev]] = {p: [] for p in evs.planes}
         """Each plane's reverse EVs (kept usable by ``members_of``)."""
         self._turn = dict.fromkeys(evs.planes, 0)
@@ -78,6 +87,7 @@ class ReverseEvs:
             pool.remove(ev)
             out.append(ev)
             taken.add(ev.path_key)
+            self._emit(events.ReverseEvChosen(self.now, self.evs.conn, ev.value, plane))
         return out
 
     def pick(self, plane: int | None) -> Ev:

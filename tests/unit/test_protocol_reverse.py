@@ -100,7 +100,7 @@ def test_an_idle_receiver_probes_one_reverse_ev_a_round_then_goes_quiet(
 
 def test_a_sender_with_data_in_flight_does_not_probe() -> None:
     evs = EvSet(paths(), SMALL_CFG, random.Random(1), 1, lambda e: None)
-    rev = ReverseEvs(evs, 1, random.Random(2), ConnCounters())
+    rev = ReverseEvs(evs, 1, random.Random(2), ConnCounters(), lambda e: None)
     assert rev.timer() == float("inf")  # nothing acknowledged: no rounds
     rev.note_ack()
     assert rev.timer() == 0.0
@@ -118,7 +118,7 @@ def test_a_sender_with_data_in_flight_does_not_probe() -> None:
 
 def test_pick_rotates_over_the_plane_and_falls_back_to_the_other_planes() -> None:
     evs = EvSet(paths(), SMALL_CFG, random.Random(1), 1, lambda e: None)
-    rev = ReverseEvs(evs, 2, random.Random(2), ConnCounters())
+    rev = ReverseEvs(evs, 2, random.Random(2), ConnCounters(), lambda e: None)
     got = [rev.pick(1) for _ in range(4)]
     assert {e.plane for e in got} == {1}
     assert got[:2] == got[2:]
@@ -185,6 +185,10 @@ def test_a_dead_return_path_is_retired_and_the_acks_leave_it(
     [new] = server.reverse.members[0]
     assert new.value != victim
     assert fabric.link_of(new.path) is not dead
+    # each choice is an event: the one that died, then its replacement, when it died
+    chosen = [e for e in b.events if isinstance(e, events.ReverseEvChosen) and e.plane == 0]
+    assert [e.ev for e in chosen] == [victim, new.value]
+    assert chosen[-1].time == t_found
     later = [tx for t, tx in sent_by(fabric, server.conn, *ACKS) if t > t_found]
     assert len([tx for tx in later if tx.path.plane == 0]) > 10
     assert not [tx for tx in later if fabric.link_of(tx.path) is dead]
@@ -208,7 +212,7 @@ def test_a_probe_answered_in_time_keeps_its_ev(make_pair: MakePair) -> None:
 def test_go_back_n_keeps_its_evs_and_probes_nothing() -> None:
     cfg = Config(recovery="go-back-n", ev_count=4, ev_backup=0)
     evs = EvSet(paths(), cfg, random.Random(1), 1, lambda e: None)
-    rev = ReverseEvs(evs, 1, random.Random(2), ConnCounters())
+    rev = ReverseEvs(evs, 1, random.Random(2), ConnCounters(), lambda e: None)
     for t in range(3):
         rev.note_ack()
         assert rev.due(t * rev.interval, idle=True) is None
