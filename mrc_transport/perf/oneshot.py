@@ -31,6 +31,7 @@ def shared_argv(opts: PerfOptions) -> list[str]:
     argv = ["-p", str(opts.port), "--lab", opts.lab, "--encoding", opts.encoding]
     argv += ["--evs", str(opts.evs), "--cc", opts.cc, "--cc-scope", opts.cc_scope]
     argv += ["--scheduler", opts.scheduler, "--recovery", opts.recovery]
+    argv += ["--reverse-evs", str(opts.reverse_evs)]
     if opts.mss:
         argv += ["--mss", str(opts.mss)]
     return argv
