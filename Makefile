@@ -77,7 +77,7 @@ PURE_TESTS := tests/unit/test_backend.py tests/unit/test_batchio*.py tests/unit/
 	tests/unit/test_hand_over.py tests/unit/test_io_endpoint.py tests/unit/test_protocol_*.py \
 	tests/unit/test_scapy_crosscheck.py tests/unit/test_wireshark_dissector.py \
 	tests/sim/test_sim_trim.py tests/lab/test_perf.py::test_transfer_sizes_verified \
-	tests/lab/test_perf.py::test_cut_mid_transfer_still_verified
+	tests/lab/test_perf.py::test_cut_mid_transfer_still_verified tests/lab/test_reverse_evs.py
 
 test: setup lint typecheck
 	MRC_PUREPYTHON=0 .venv/bin/pytest -q $(PYTEST_ARGS)

@@ -50,6 +50,7 @@ COMPILED = (
     f"{CORE}/segments.py",
     f"{CORE}/sender.py",
     f"{CORE}/receiver.py",
+    f"{CORE}/reverse.py",
     f"{CORE}/connection.py",
     f"{CORE}/endpoint.py",
 )

@@ -73,6 +73,12 @@ def _mrc_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scheduler", default="random", help="spraying scheduler: random, rr, reps")
     p.add_argument(
+        "--reverse-evs",
+        type=int,
+        default=1,
+        help="EVs a plane that acknowledgements go on, probed when idle (paper: at least one)",
+    )
+    p.add_argument(
         "--recovery",
         choices=("sack", "go-back-n"),
         default="sack",
@@ -147,6 +153,7 @@ def check_args(args: argparse.Namespace) -> None:
         (args.interval < 0, "-i must be >= 0"),
         (not 0 < args.port < 65536, "-p must be a UDP port 1..65535"),
         (not 1 <= args.evs <= 4096, "--evs must be in 1..4096"),
+        (not 1 <= args.reverse_evs <= 64, "--reverse-evs must be in 1..64"),
         (args.json and args.json_stream, "-J and --json-stream exclude each other"),
         (args.mss is not None and not 256 <= args.mss <= 65000, "--mss must be in 256..65000"),
         (args.lab is not None and bool(args.paths_file or args.path),
@@ -201,6 +208,7 @@ def options(args: argparse.Namespace) -> PerfOptions:
         cc=args.cc,
         cc_scope=args.cc_scope,
         scheduler=args.scheduler,
+        reverse_evs=args.reverse_evs,
         recovery=args.recovery,
         no_trim=args.no_trim,
         mss=args.mss,

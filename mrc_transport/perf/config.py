@@ -81,6 +81,7 @@ def endpoint_config(opts: PerfOptions, paths_from: PathProvider) -> Config:
         cc=opts.cc,
         cc_scope=opts.cc_scope,
         scheduler=opts.scheduler,
+        reverse_evs=opts.reverse_evs,
         recovery=opts.recovery,
         nic_rate_bps=nic_rate,
         host_delay=delay,

@@ -33,6 +33,7 @@ def shared_argv(opts: PerfOptions) -> list[str]:
     argv += ["--scheduler", opts.scheduler, "--recovery", opts.recovery]
     if opts.no_trim:
         argv.append("--no-trim")
+    argv += ["--reverse-evs", str(opts.reverse_evs)]
     if opts.mss:
         argv += ["--mss", str(opts.mss)]
     return argv

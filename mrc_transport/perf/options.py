@@ -60,6 +60,8 @@ class PerfOptions:
     """--cc-scope: one window per connection (UEC/MRC) or a window per plane (ours)."""
     scheduler: str = "random"
     """--scheduler: spraying scheduler (protocol/scheduler.py)."""
+    reverse_evs: int = 1
+    """--reverse-evs: EVs a plane in the receiver's reverse EV set (protocol/reverse.py)."""
     recovery: str = "sack"
     """--recovery: MRC's selective recovery, or "go-back-n" (RoCE's RC, emulated)."""
     no_trim: bool = False

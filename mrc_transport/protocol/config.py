@@ -124,6 +124,15 @@ class Config:
     """An EV probe unanswered this long counts as failed and is retried (OCP
     examples/mrc_ctl_ev_probes.md: 2 ms), or after 2 probe RTTs if that is longer (ours:
     a userspace RTT reaches milliseconds)."""
+    reverse_evs: int = 1
+    """EVs of each plane in the reverse EV set that acknowledgements go on (paper: a small
+    set, at least one per plane; the value ours)."""
+    reverse_probe_interval: float = 10e-3
+    """While a connection acknowledges data and sends none of its own (idle), one reverse
+    EV, at random, is probed this often, or every probe timeout if that is longer; one
+    unanswered by the next round is retired (paper: "probes a random EV when idle"; the
+    interval ours: a userspace probe costs tens of microseconds at each end, per
+    connection; reverse.py)."""
     probe_next_rtts: float = 3.0
     """With ``readmit_probes`` above one, the next probe follows a reply this many probe
     RTTs later (ours)."""

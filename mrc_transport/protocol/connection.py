@@ -45,6 +45,7 @@ from .config import GO_BACK_N, Config
 from .counters import ConnCounters
 from .ev import EvSet, PlaneCounters
 from .receiver import Receiver
+from .reverse import ReverseEvs
 from .scheduler import make_scheduler
 from .segments import Outgoing, expand_runs
 from .sender import Sender
@@ -132,6 +133,12 @@ class Connection:
         self.counters = ConnCounters()
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
+        # a generator of its own: the set's draws leave the spraying's sequence as it was
+        self.reverse = ReverseEvs(
+            self.evs, cfg.reverse_evs, random.Random(conn), self.counters, self._events.append
+        )
+        """The EVs our acknowledgements and replies go on, probed while idle (reverse.py)."""
+        self.reverse.now = now
         self.cc = PlaneWindows(cfg, self.evs.planes)
         self.scheduler = make_scheduler(
             cfg.scheduler, rng, self.cc.alpha, equal=cfg.cc_scope == "connection"
@@ -226,6 +233,7 @@ class Connection:
         """The one way in for a packet of this connection (its PathHeader carries the EV
         and ECN as received). A data packet or SACK goes the way of a burst's records
         (``receive_records``), as a burst of one; any other packet to its handler."""
+        self.reverse.now = now
         rec = _as_record(packet)
         if rec is not None:
             if not self.receive_records([rec], memoryview(packet.payload), 0, 1, now):
@@ -247,6 +255,7 @@ class Connection:
         the first record that is not one of this connection's data packets or SACKs;
         returns its index. The endpoint's path for a burst: the records of a run of data
         packets go to the placement in one call, without a ``Packet`` per packet."""
+        self.reverse.now = now
         i = start
         while i < stop:
             rec = recs[i]
@@ -264,7 +273,7 @@ class Connection:
 
     def _arrived(self, src: bytes) -> None:
         """Count a packet from the peer's address ``src``; the plane it came over works
-        both ways for now: reply on it."""
+        both ways for now: reply on it (on that plane's reverse EVs)."""
         self.counters.packets_received += 1
         self._reply_plane = self.evs.peer_plane.get(src, self._reply_plane)
 
@@ -353,13 +362,14 @@ class Connection:
             return None if self.drained else self._drain_at
         t = min(self._retry_at, self._persist_at)
         if self.sending:
-            t = min(t, self.sender.timer(), self.evs.next_probe_time())
+            t = min(t, self.sender.timer(), self.evs.next_probe_time(), self.reverse.timer())
         if self.receiver is not None:
             t = min(t, self.receiver.ack_deadline)
         return None if t == math.inf else t
 
     def handle_timer(self, now: float) -> None:
         """Run every timer that expired at ``now``."""
+        self.reverse.now = now
         if self.state is ConnState.CLOSED:
             self.drained = self._drain_at <= now
             return
@@ -374,6 +384,10 @@ class Connection:
             return
         for ev in self.evs.due_probes(now):
             self._send_probe(ev.value, now)
+        if self.reverse.timer() <= now:
+            back = self.reverse.due(now, not len(self.sender.inflight))
+            if back is not None:
+                self._send_probe(back.value, now)
         if self._persist_at <= now:
             self._persist_at = math.inf
             self._send_probe(self.evs.control_ev().value, now, Flags.ACK_REQ)
@@ -426,7 +440,9 @@ class Connection:
         self, header: frames.Header, ev_value: int | None = None, dscp: int = frames.DSCP_CONTROL
     ) -> None:
         if ev_value is None:
-            ev = self.evs.control_ev(self._reply_plane)
+            ev = self.reverse.pick(self._reply_plane)
+            if header.common.opcode in _ACKS:
+                self.reverse.note_ack()
         else:
             ev = self.evs.by_value[ev_value]
         self._control.append(new_transmit(ev.path, ev.value, header, b"", dscp))
@@ -709,6 +725,7 @@ class Connection:
             self.counters.probe_unknown += 1
             return
         self.counters.probe_replies += 1
+        self.reverse.probe_ok(value)
         # a reply to an earlier probe of this EV, late because of a queue, still proves
         # the path works (ours): requiring the latest one starved readmission
         clean = not h.common.flags & Flags.ECN_ECHO
@@ -781,6 +798,9 @@ def _as_record(packet: frames.Packet) -> RxRec | None:
     ce = 1 if path.ecn == frames.Ecn.CE else 0
     return record_of(h, path.ev, ce, path.src, 0, len(packet.payload))
 
+
+_ACKS = frozenset({Opcode.SACK, Opcode.ACK, Opcode.NACK})
+"""What arms the reverse EV set's idle probing: the acknowledgements of received data."""
 
 Handler = Callable[[Connection, frames.Packet, float], None]
 _HANDLERS: dict[Opcode, Handler] = {

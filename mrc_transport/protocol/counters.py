@@ -94,6 +94,10 @@ class ConnCounters:
     flight."""
     probe_unknown: int = 0
     """PROBE_REPLYs that match no outstanding probe."""
+    reverse_probes: int = 0
+    """Probes of a reverse EV (the EVs acknowledgements go on) while idle (reverse.py)."""
+    reverse_retired: int = 0
+    """Reverse EVs retired because their probe went unanswered: a dead return path."""
     wrong_type: int = 0
     """Opcode and header type disagree."""
     wrong_state: int = 0

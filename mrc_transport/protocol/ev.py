@@ -245,7 +245,6 @@ class EvSet:
         self.usable_by_plane: dict[int, list[Ev]] = {p: [] for p in self.planes}
         """The usable EVs of each plane (read only: the set keeps them)."""
         self._plane_pos: dict[int, int] = {}
-        self._plane_ctl = dict.fromkeys(self.planes, 0)
         self.skipped: list[Ev] = []
         self.retired: dict[int, Ev] = {}
         self.backup: dict[int, list[Ev]] = {p: [] for p in self.planes}
@@ -383,7 +382,7 @@ class EvSet:
             self.retired[ev.value] = ev
         self._emit(events.PathRetired(now, self.conn, ev.value, ev.plane, reason))
         self._check_down(ev.plane, now)
-        if reason in ("loss", "timeout"):
+        if reason in ("loss", "timeout", "return path"):
             self._path_failed(ev.path_key, now)
 
     def _replace(self, plane: int) -> None:
@@ -625,20 +624,10 @@ class EvSet:
         """The usable EVs of ``plane`` (the caller must not change the list)."""
         return self.usable_by_plane.get(plane, [])
 
-    def control_ev(self, plane: int | None = None) -> Ev:
-        """EV for a SACK, NACK or reply: the usable ones in turn (the reverse EV set),
-        those of ``plane`` if it has one.
-
-        A reply goes back on the plane its trigger came over (ours): that packet just
-        crossed the peer's port and ours on that plane, while a plane whose port died on
-        the peer's side silently eats whatever we send on it (the paper's reverse EV set
-        has at least one EV per plane; spraying triggers over the planes spreads the
-        replies the same way)."""
-        mine = self.usable_by_plane.get(plane) if plane is not None else None
-        if mine:
-            assert plane is not None
-            i = self._plane_ctl[plane] = (self._plane_ctl[plane] + 1) % len(mine)
-            return mine[i]
+    def control_ev(self) -> Ev:
+        """EV for a control packet that answers nothing (a window probe) or goes again
+        after a refused send: the usable ones in turn. Acknowledgements, replies and the
+        handshake go on the reverse EV set (reverse.py)."""
         if not self.usable:
             return self.fallback()
         self._ctl = (self._ctl + 1) % len(self.usable)

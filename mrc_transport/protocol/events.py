@@ -65,8 +65,20 @@ class PathRetired(Event):
     plane: int
     """Its plane."""
     reason: str
-    """"loss", "timeout", "path" (its SRv6 path failed on other EVs), "port" (our NIC
-    port of its plane is down), "peer port" (the peer's is, its SACK said) or "denied"."""
+    """"loss", "timeout", "path" (its SRv6 path failed on other EVs), "return path" (a
+    reverse EV whose probe went unanswered, reverse.py), "port" (our NIC port of its
+    plane is down), "peer port" (the peer's is, its SACK said) or "denied"."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReverseEvChosen(Event):
+    """An EV joined the reverse EV set: acknowledgements of its plane go on it
+    (reverse.py)."""
+
+    ev: int
+    """The EV."""
+    plane: int
+    """Its plane."""
 
 
 @dataclass(frozen=True, slots=True)

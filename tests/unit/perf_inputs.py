@@ -28,6 +28,8 @@ NEWER_COUNTERS = (
     "illegal_transitions",
     "rtx_go_back",
     "go_back_dropped",
+    "reverse_probes",
+    "reverse_retired",
 )
 """Counters added after the recording: an E or R message of the old code had none of them,
 so the fixed inputs leave them out."""

@@ -25,7 +25,7 @@ from labs import topology
 from labs.units import UnitError, parse_rate, parse_size
 from mrc_transport import wire
 from mrc_transport.cli import perf as cli
-from mrc_transport.cli.main import build_parser
+from mrc_transport.cli.main import UsageError, build_parser
 from mrc_transport.perf import config, oneshot, summary
 from mrc_transport.perf.messages import PerfParams, ReceiverReport, SenderReport
 from mrc_transport.perf.output import SEPARATOR, Output, end_lines
@@ -294,3 +294,14 @@ def test_no_trim_reaches_both_ends_and_leaves_nscc_as_without_trimming() -> None
     plain = _opts(["perf", "-c", "h1", "--lab", "x"])
     assert "--no-trim" not in oneshot.client_argv(plain, "h1")
     assert config.endpoint_config(plain, None).no_trim is False  # type: ignore[arg-type]
+
+
+def test_reverse_evs_reach_the_core_and_a_bad_count_is_refused() -> None:
+    """--reverse-evs sets Config.reverse_evs (protocol/reverse.py), the one-shot children
+    get it, and 0 is refused with one message (main turns it into exit code 2)."""
+    opts = _opts(["perf", "-c", "h1", "--reverse-evs", "3"])
+    assert config.endpoint_config(opts, SimpleNamespace()).reverse_evs == 3  # type: ignore[arg-type]
+    argv = oneshot.shared_argv(_opts(["perf", "-c", "h1", "--lab", "x", "--reverse-evs", "3"]))
+    assert argv[argv.index("--reverse-evs") + 1] == "3"
+    with pytest.raises(UsageError, match="--reverse-evs must be in"):
+        _opts(["perf", "-c", "h1", "--reverse-evs", "0"])

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from mrc_transport.protocol import Config, Connection, Transmit, events
+from mrc_transport.protocol import Connection, Transmit, events
 from mrc_transport.protocol.ev import EvInput, EvSet, EvState, Role
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Common, Flags, Opcode
@@ -142,20 +142,6 @@ def test_replies_go_on_the_plane_the_trigger_came_over(established: Established)
         sacks += len(out)
         assert all(o.path.plane == tx.path.plane for o in out)
     assert sacks >= 1
-
-
-def test_control_ev_rotates_inside_the_plane_and_falls_back_to_all() -> None:
-    evs = EvSet(paths(), Config(ev_count=16, ev_backup=0), random.Random(1), 1, lambda e: None)
-    mine = evs.usable_in(1)
-    got = [evs.control_ev(1) for _ in range(2 * len(mine))]
-    assert {e.plane for e in got} == {1}
-    assert got[: len(mine)] == got[len(mine) :]
-    assert sorted(e.value for e in got[: len(mine)]) == sorted(e.value for e in mine)
-    for ev in list(mine):
-        evs.apply(ev, EvInput.UNREACHABLE, 0.0, "port")
-    # no usable EV on that plane: the whole set in turn, as without a plane
-    got = [evs.control_ev(1) for _ in range(len(evs.usable))]
-    assert sorted(e.value for e in got) == sorted(e.value for e in evs.usable)
 
 
 # -- probing a dead port --------------------------------------------------------------------
