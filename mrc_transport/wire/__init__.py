@@ -22,6 +22,7 @@ from mrc_transport.wire.frames import (
     DSCP_CONTROL,
     DSCP_DATA,
     IPV6_HEADER_LEN,
+    IPV6_IN_IPV6,
     MRC_UDP_PORT,
     MRC_VERSION,
     NACK_HEADER_LEN,
@@ -56,6 +57,7 @@ BACKEND = "c" if backend.FASTPATH else "python"
 if TYPE_CHECKING:
     # Both backends have the reference's signatures; let the type checker see them.
     from mrc_transport.wire.codec import (
+        decap_untrusted,
         decode_datagram_untrusted,
         decode_untrusted,
         encode,
@@ -66,6 +68,7 @@ else:
     decode_untrusted = _impl.decode_untrusted
     encode_data_batch = _impl.encode_data_batch
     decode_datagram_untrusted = _impl.decode_datagram_untrusted
+    decap_untrusted = _impl.decap_untrusted
 
 __all__ = [
     "BACKEND",
@@ -76,6 +79,7 @@ __all__ = [
     "DSCP_CONTROL",
     "DSCP_DATA",
     "IPV6_HEADER_LEN",
+    "IPV6_IN_IPV6",
     "MRC_UDP_PORT",
     "MRC_VERSION",
     "NACK_HEADER_LEN",
@@ -99,6 +103,7 @@ __all__ = [
     "ProbeHeader",
     "SackHeader",
     "SetupHeader",
+    "decap_untrusted",
     "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",

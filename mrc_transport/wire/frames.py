@@ -17,6 +17,7 @@ from typing import Final
 
 MRC_VERSION = 1
 MRC_UDP_PORT = 4791  # RoCEv2's port, which MRC keeps (mrc-protocol-notes.md)
+IPV6_IN_IPV6 = 41  # next header of an encapsulated IPv6 packet (RFC 2473, RFC 8200 4)
 
 # Header sizes in bytes (docs/protocol.md).
 IPV6_HEADER_LEN = 40
@@ -235,7 +236,7 @@ Header = DataHeader | SackHeader | NackHeader | ProbeHeader | SetupHeader | Clos
 
 @dataclass(frozen=True, slots=True)
 class PathHeader:
-    """Everything outside the MRC header: IPv6, optional SRH, UDP.
+    """Everything outside the MRC header: IPv6, an optional SRH or inner IPv6 header, UDP.
 
     On transmit the codec builds these; on receive it fills them from the packet as it
     arrived (dst is then the final destination after every uSID shift or SRH step).
@@ -263,6 +264,12 @@ class PathHeader:
     """UDP destination port."""
     hop_limit: int = 64
     """IPv6 hop limit."""
+    encap: bool = False
+    """IPv6-in-IPv6 (RFC 2473; the paper encapsulates, section 2): the outer header goes
+    src -> dst (the uSID path) with next header 41, the inner one src -> final_dst (the
+    NICs' own addresses) with next header UDP, whose checksum covers the inner addresses,
+    which no switch changes. Not with segments. On receive: final_dst is the inner
+    destination, the traffic class and flow label the outer header's."""
 
 
 @dataclass(frozen=True, slots=True)
