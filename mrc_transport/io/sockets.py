@@ -5,7 +5,8 @@ codec builds (IPv6 [+ SRH] + UDP + MRC); ``sendto(pkt, (first_hop_da, 0))`` and 
 host's routes (one locator block per plane, via that plane's port) pick the port
 (kernel-facts.md, "Sending SRv6 from userspace").
 
-Receive: a plain UDP socket on ``[::]:port``. The kernel verifies the UDP checksum (over
+Receive: a plain UDP socket on ``[::]:port`` (a raw IPPROTO_IPV6 one for the encap
+encoding, ``open_rx_encap``). The kernel verifies the UDP checksum (over
 the final destination, RFC 8200 8.1) and strips the SRH (hosts need seg6_enabled); what
 the protocol needs from the IPv6 header comes in control messages: IPV6_PKTINFO (the
 destination as it arrived), IPV6_TCLASS (ECN) and IPV6_FLOWINFO (the flow label, which
@@ -70,17 +71,41 @@ def open_tx() -> socket.socket:
     return sock
 
 
+def _path_info(sock: socket.socket) -> None:
+    """Ask for the control messages that carry the path information, a large buffer,
+    non-blocking receives."""
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
+    _set_buffer(sock, socket.SO_RCVBUF, 33)  # SO_RCVBUFFORCE
+    sock.setblocking(False)
+
+
 def open_rx(port: int, host: str = "::") -> socket.socket:
     """The UDP socket MRC packets arrive on, with path information in control messages."""
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
-        _set_buffer(sock, socket.SO_RCVBUF, 33)  # SO_RCVBUFFORCE
         sock.bind((host, port))
-        sock.setblocking(False)
+        _path_info(sock)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def open_rx_encap() -> socket.socket:
+    """The raw IPPROTO_IPV6 (41) socket encapsulated MRC packets arrive on (the encap
+    encoding): the kernel strips the outer header and delivers the inner packet, with the
+    OUTER header's destination, traffic class and flow label in the control messages.
+    The endpoint decapsulates and checks the rest (``batchio.decap_slot``): this kernel
+    has no ip6tnl and no seg6local End.DT6 to do it. While this socket is open the kernel
+    also stops answering such packets with ICMPv6 Parameter Problem (unknown next
+    header), which it sends when no protocol and no raw socket takes them. It sees every
+    such packet for this namespace, whatever its UDP port."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_IPV6)
+    try:
+        _path_info(sock)
     except BaseException:
         sock.close()
         raise

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mrc_transport import backend
 from mrc_transport.wire import codec
+from mrc_transport.wire.codec import DECAP_LEN
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     CLOSE_HEADER_LEN,
@@ -76,6 +77,7 @@ __all__ = [
     "COMMON_HEADER_LEN",
     "DATA_HEADER_LEN",
     "DATA_OPCODES",
+    "DECAP_LEN",
     "DSCP_CONTROL",
     "DSCP_DATA",
     "IPV6_HEADER_LEN",
