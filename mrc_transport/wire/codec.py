@@ -437,9 +437,8 @@ def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None =
         srh, off = _decode_srh(buf, end)
         segments = srh.path
         addresses = (src, srh.segments[0])  # the final destination (RFC 8200 8.1)
-    elif next_header == IPV6_IN_IPV6:
-        addresses = _decode_inner(buf, IPV6_HEADER_LEN, end)
-        inner_dst = addresses[1]
+    elif next_header == IPV6_IN_IPV6:  # the NICs' addresses are the inner header's
+        src, inner_dst = addresses = _decode_inner(buf, IPV6_HEADER_LEN, end)
         off += IPV6_HEADER_LEN
     elif next_header != UDP_PROTO:
         raise BadPacket("not_udp", f"next header {next_header}, expected UDP, an SRH or IPv6")

@@ -430,7 +430,7 @@ def _new_path(buf: bytes, l4: int) -> PathHeader:
         wire = [buf[o : o + 16] for o in range(48, 48 + 16 * count, 16)]
         encap = buf[6] == _IPV6_IN_IPV6  # the inner destination at 64 (validated by C)
         path = PathHeader(
-            src=buf[8:24],
+            src=buf[48:64] if encap else buf[8:24],
             dst=buf[24:40],
             final_dst=buf[64:80] if encap else None,
             encap=encap,

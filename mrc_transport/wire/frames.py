@@ -268,8 +268,9 @@ class PathHeader:
     """IPv6-in-IPv6 (RFC 2473; the paper encapsulates, section 2): the outer header goes
     src -> dst (the uSID path) with next header 41, the inner one src -> final_dst (the
     NICs' own addresses) with next header UDP, whose checksum covers the inner addresses,
-    which no switch changes. Not with segments. On receive: final_dst is the inner
-    destination, the traffic class and flow label the outer header's."""
+    which no switch changes. Not with segments. On receive: src and final_dst are the
+    inner header's, the traffic class, flow label and hop limit the outer header's (the
+    switches mark and count on that one; RFC 6040's decapsulation keeps its CE)."""
 
 
 @dataclass(frozen=True, slots=True)
