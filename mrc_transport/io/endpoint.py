@@ -139,7 +139,7 @@ class MrcEndpoint:
         """Open the sockets and run until cancelled (or ``aclose``)."""
         with in_netns(self.netns):  # no await inside: the thread leaves before trio runs on
             self.tx.sock = tx = open_tx()
-            rx = open_rx_encap() if self.encoding == "encap" else open_rx(self.port)
+            rx = open_rx_encap(self.port) if self.encoding == "encap" else open_rx(self.port)
             links = _open_links()
         self._trio_offset = trio.current_time() - self.clock()
         try:

@@ -332,7 +332,14 @@ def _encap_packets(port: int, nonce: bytes) -> tuple[list[bytes], list[bytes]]:
     cut[4:6] = (64).to_bytes(2, "big")
     wrong_sum = bytearray(good[1])
     wrong_sum[-1] ^= 1
-    return good, [bytes(cut), bytes(wrong_sum)]
+    short = bytearray(good[2][:80] + nonce[:3])  # too short for a UDP port: the nonce's
+    short[4:6] = (43).to_bytes(2, "big")  # first bytes, the inner source the rest
+    short[48:64] = nonce * 4
+    return good, [bytes(cut), bytes(wrong_sum), bytes(short)]
+
+
+def _ours(nonce: bytes, data: bytes) -> bool:
+    return nonce in data or nonce * 4 in data
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
@@ -340,18 +347,21 @@ def _encap_packets(port: int, nonce: bytes) -> tuple[list[bytes], list[bytes]]:
 def test_encap_burst_is_decapsulated(make: Callable[..., batchio.BurstReceiver]) -> None:
     """What a raw IPPROTO_IPV6 socket delivers, decapsulated in place: the UDP payload at
     the start of its slot, the inner source, destination and source port, the outer
-    traffic class; a bad inner packet is marked, not dropped silently, nor a crash."""
+    traffic class; a bad inner packet is marked, not dropped silently, nor a crash. One
+    for another port the socket's filter keeps out (sent first, so it would be first in)."""
     port, nonce = 40000 + os.getpid() % 20000, os.urandom(4)
     good, bad = _encap_packets(port, nonce)
-    rx, raw = open_rx_encap(), socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    other_port = _encap_packets(port + 1, nonce)[0][0]
+    rx = open_rx_encap(port)
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     try:
-        for packet in good + bad:
+        for packet in [other_port, *good, *bad]:
             raw.sendto(packet, ("::1", 0))
         receiver = make(64, SLOT, port)
         got: Batch = []
         while len(got) < len(good) + len(bad):
             assert select.select([rx], [], [], 2.0)[0], f"only {len(got)} arrived"
-            got += [(m, d) for m, d in _slots(receiver, rx) if nonce in d]  # ours only
+            got += [(m, d) for m, d in _slots(receiver, rx) if _ours(nonce, d)]
     finally:
         rx.close()
         raw.close()
@@ -401,4 +411,4 @@ def test_c_and_python_decapsulators_agree() -> None:
             ]
         results.append((metas, bytes(receiver.view)))
     assert results[0] == results[1]
-    assert [m[1] for m in results[0][0]] == [0] * 5 + [RX_BAD_INNER] * 5
+    assert [m[1] for m in results[0][0]] == [0] * len(good) + [RX_BAD_INNER] * (len(bad) + 3)

@@ -734,7 +734,7 @@ def test_bad_inner_packets_are_counted_by_reason() -> None:
     cut = bytearray(good[:84])  # four bytes of the inner UDP header
     cut[4:6] = (44).to_bytes(2, "big")
     wrong = good[:-1] + bytes([good[-1] ^ 1])
-    rx = open_rx_encap()
+    rx = open_rx_encap(port)
     raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     try:
         for packet in (bytes(cut), wrong, good):
