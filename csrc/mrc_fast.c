@@ -26,6 +26,7 @@ enum {
     MAX_SEGMENTS = 127,        /* hdr_ext_len is 8 bits of 8-octet units: 255 * 8 / 16 */
     NH_ROUTING = 43,
     NH_UDP = 17,
+    NH_IPV6 = 41,              /* IPv6-in-IPv6 (RFC 2473) */
     SRH_TYPE = 4,              /* RFC 8754 section 2 */
     MRC_VERSION = 1,
     COMMON_LEN = 12,
@@ -228,6 +229,17 @@ int mrc_template_build(struct mrc_template *t, const struct mrc_path *path)
     memcpy(b + 8, path->src, 16);
     memcpy(b + 24, path->dst, 16);
     size_t off = IPV6_LEN;
+    if (path->encap) {
+        if (n)
+            return MRC_E_ARG;
+        /* the inner header: the same first word, the NICs' own addresses (finish sets its
+         * payload length) */
+        memcpy(b + off, b, 8);
+        b[6] = NH_IPV6;
+        memcpy(b + off + 8, path->src, 16);
+        memcpy(b + off + 24, path->final_dst, 16);
+        off += IPV6_LEN;
+    }
     if (n) {
         /* RFC 8754 section 2: segments stored reversed, Segment List[0] = last segment */
         b[off] = NH_UDP;
@@ -334,6 +346,8 @@ static void finish(uint8_t *pkt, size_t total, size_t l4_off, const uint8_t *fin
                    size_t tail_len, uint64_t tail_sum)
 {
     put16(pkt + 4, (uint16_t)(total - IPV6_LEN));
+    if (pkt[6] == NH_IPV6)                /* encapsulated: the inner header's too */
+        put16(pkt + IPV6_LEN + 4, (uint16_t)(total - 2 * IPV6_LEN));
     uint8_t *udp = pkt + l4_off;
     size_t len = total - l4_off;
     put16(udp + 4, (uint16_t)len);
@@ -506,15 +520,25 @@ struct cursor {
             return (err);                                                  \
     } while (0)
 
-static int decode_ipv6(struct cursor *c, struct mrc_decoded *d, uint8_t *nh)
+/* The IPv6 header at the cursor: version 6, its payload the rest of the packet. */
+static int check_ipv6(const struct cursor *c)
 {
     NEED(c, IPV6_LEN, MRC_E_IPV6_TRUNCATED);
     const uint8_t *p = c->base + c->pos;
+    CHECK(get32(p) >> 28 == 6, MRC_E_IPV6_VERSION);
+    size_t ip_len = get16(p + 4), left = c->end - c->pos - IPV6_LEN;
+    CHECK(ip_len <= left, MRC_E_IPV6_TRUNCATED);   /* cut in transit */
+    CHECK(ip_len == left, MRC_E_IPV6_LENGTH);      /* trailing bytes */
+    return MRC_OK;
+}
+
+static int decode_ipv6(struct cursor *c, struct mrc_decoded *d, uint8_t *nh)
+{
+    int rc = check_ipv6(c);
+    if (rc != MRC_OK)
+        return rc;
+    const uint8_t *p = c->base + c->pos;
     uint32_t word = get32(p);
-    CHECK(word >> 28 == 6, MRC_E_IPV6_VERSION);
-    size_t ip_len = get16(p + 4);
-    CHECK(ip_len <= c->end - IPV6_LEN, MRC_E_IPV6_TRUNCATED);   /* cut in transit */
-    CHECK(ip_len == c->end - IPV6_LEN, MRC_E_IPV6_LENGTH);      /* trailing bytes */
     uint8_t tc = (uint8_t)(word >> 20);
     d->dscp = tc >> 2;
     d->ecn = tc & 3;
@@ -566,6 +590,20 @@ static int decode_srh(struct cursor *c, struct mrc_decoded *d)
     return MRC_OK;
 }
 
+/* RFC 2473 3: an encapsulated packet's inner IPv6 header, which must carry UDP; the
+ * UDP checksum covers its addresses. */
+static int decode_inner(struct cursor *c, struct mrc_decoded *d)
+{
+    int rc = check_ipv6(c);
+    if (rc != MRC_OK)
+        return rc;
+    CHECK(c->base[c->pos + 6] == NH_UDP, MRC_E_INNER_NEXT_HEADER);
+    d->encap = 1;
+    d->inner_off = (uint32_t)c->pos;
+    c->pos += IPV6_LEN;
+    return MRC_OK;
+}
+
 static int decode_udp(struct cursor *c, struct mrc_decoded *d, int dport)
 {
     NEED(c, UDP_LEN, MRC_E_UDP_TRUNCATED);
@@ -576,9 +614,13 @@ static int decode_udp(struct cursor *c, struct mrc_decoded *d, int dport)
     d->dport = get16(p + 2);
     CHECK(dport < 0 || d->dport == dport, MRC_E_UDP_PORT);
     CHECK(get16(p + 6) != 0, MRC_E_UDP_CHECKSUM_ZERO);
-    /* RFC 8200 8.1: the checksum covers the final destination, segments[0] with an SRH */
-    const uint8_t *final_dst = d->n_segments ? c->base + d->seg_off : d->dst;
-    CHECK(udp6_sum(d->src, final_dst, p, udp_len) == 0xffff, MRC_E_UDP_CHECKSUM);
+    /* RFC 8200 8.1: the checksum covers the final destination, segments[0] with an SRH,
+     * the inner header's addresses when encapsulated */
+    const uint8_t *src = d->encap ? c->base + d->inner_off + 8 : d->src;
+    const uint8_t *final_dst = d->encap      ? c->base + d->inner_off + 24
+                               : d->n_segments ? c->base + d->seg_off
+                                               : d->dst;
+    CHECK(udp6_sum(src, final_dst, p, udp_len) == 0xffff, MRC_E_UDP_CHECKSUM);
     d->ev |= (uint32_t)d->sport << 16;
     d->l4_off = (uint32_t)c->pos;
     c->pos += UDP_LEN;
@@ -691,6 +733,8 @@ int mrc_decode(const char *buf, size_t len, int dport, struct mrc_decoded *out)
     int rc = decode_ipv6(&c, out, &nh);
     if (rc == MRC_OK && nh == NH_ROUTING)
         rc = decode_srh(&c, out);
+    else if (rc == MRC_OK && nh == NH_IPV6)
+        rc = decode_inner(&c, out);
     else if (rc == MRC_OK && nh != NH_UDP)
         rc = MRC_E_NEXT_HEADER;
     if (rc == MRC_OK)
@@ -715,6 +759,39 @@ int mrc_decode_mrc(const char *buf, size_t len, uint8_t tclass)
     d.dscp = tclass >> 2;
     int rc = decode_mrc(&c, &d);
     return rc < 0 ? rc : (int)d.payload_off;
+}
+
+int mrc_decap(const char *buf, size_t len, int dport)
+{
+    struct cursor c = {(const uint8_t *)buf, 0, len};
+    struct mrc_decoded d;
+    memset(&d, 0, sizeof(d));
+    int rc = decode_inner(&c, &d);
+    if (rc == MRC_OK)
+        rc = decode_udp(&c, &d, dport);
+    return rc < 0 ? rc : (int)c.pos;
+}
+
+int mrc_decap_burst(char *buf, size_t slot_size, struct mrc_rx_meta *meta, uint32_t count,
+                    int dport)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        struct mrc_rx_meta *m = &meta[i];
+        if (m->truncated || m->len > slot_size)
+            continue;
+        char *slot = buf + i * slot_size;
+        int off = mrc_decap(slot, m->len, dport);
+        if (off < 0) {
+            m->truncated = MRC_RX_BAD_INNER;
+            continue;
+        }
+        memcpy(m->src, slot + 8, 16);
+        memcpy(m->dst, slot + 24, 16);
+        m->sport = get16((const uint8_t *)slot + IPV6_LEN);
+        m->len -= (uint32_t)off;
+        memmove(slot, slot + off, m->len);
+    }
+    return (int)count;
 }
 
 int mrc_decode_rx_burst(const char *buf, size_t slot_size, const struct mrc_rx_meta *meta,

@@ -39,11 +39,13 @@ enum mrc_err {
     MRC_E_NACK_REASON = -48,
     MRC_E_FLAGS = -49,
     MRC_E_ACK_BITMAP = -50,
-    MRC_E_PENALTY = -51
+    MRC_E_PENALTY = -51,
+    MRC_E_INNER_NEXT_HEADER = -60
 };
 
 /* Everything outside the MRC header, for transmit. segments points at n_segments * 16
- * bytes in path order (first hop first); n_segments == 0 means no SRH. */
+ * bytes in path order (first hop first); n_segments == 0 means no SRH. encap: an inner
+ * IPv6 header src -> final_dst follows the outer one (next header 41); not with segments. */
 struct mrc_path {
     uint8_t src[16];
     uint8_t dst[16];
@@ -55,9 +57,10 @@ struct mrc_path {
     uint8_t ecn;
     uint8_t hop_limit;
     uint16_t dport;
+    uint8_t encap;
 };
 
-/* A prebuilt IPv6 [+ SRH] + UDP header for one path, lengths and checksum left zero, and
+/* A prebuilt IPv6 [+ SRH or inner IPv6] + UDP header for one path, lengths and checksum left zero, and
  * the address the checksum covers. Built once per path, reused for every packet on it. */
 struct mrc_template {
     uint8_t bytes[2096];     /* 40 + 8 + 16 * 128 + 8 */
@@ -107,6 +110,8 @@ struct mrc_decoded {
     uint16_t sport;
     uint16_t dport;
     uint32_t l4_off;         /* offset of the UDP header */
+    uint8_t encap;           /* an inner IPv6 header at inner_off carries the UDP */
+    uint32_t inner_off;
     struct mrc_header hdr;
     uint32_t payload_off;
     uint32_t payload_len;
@@ -200,6 +205,12 @@ int mrc_decode_l4(const char *buf, size_t len, int dport);
  * length), or a negative mrc_err. */
 int mrc_decode_mrc(const char *buf, size_t len, uint8_t tclass);
 
+/* The inner packet of an encapsulated one as a raw IPPROTO_IPV6 socket delivers it
+ * (inner IPv6 + UDP + MRC, untrusted): its IPv6 header and UDP checked as mrc_decode
+ * checks them (UDP must follow; dport < 0 accepts any port). Returns the offset of the
+ * MRC header (48) or a negative mrc_err. */
+int mrc_decap(const char *buf, size_t len, int dport);
+
 /* A destination for mrc_send_batch (converted to sockaddr_in6 in C). */
 struct mrc_addr6 {
     uint8_t addr[16];
@@ -244,6 +255,19 @@ struct mrc_rx_meta {
  * received (0 when none is waiting) or -errno. */
 int mrc_recv_meta(int fd, char *buf, size_t slot_size, uint32_t count,
                   struct mrc_rx_meta *meta, int flags);
+
+/* mrc_rx_meta.truncated: cut to its slot, or (mrc_decap_burst) a bad inner packet. */
+#define MRC_RX_CUT 1
+#define MRC_RX_BAD_INNER 2
+
+/* Decapsulate the count datagrams of a burst mrc_recv_meta received from a raw
+ * IPPROTO_IPV6 socket: each one whose inner packet mrc_decap accepts is moved to the
+ * start of its slot as the UDP payload a UDP socket would have delivered, its meta's
+ * source, destination and source port the inner packet's (the traffic class and flow
+ * label stay the outer header's: the switches mark that one); any other is marked
+ * MRC_RX_BAD_INNER. Returns count. */
+int mrc_decap_burst(char *buf, size_t slot_size, struct mrc_rx_meta *meta, uint32_t count,
+                    int dport);
 
 /* One received datagram as the endpoint's receive loop reads it (112 bytes), the layout
  * mrc_transport/wire/records.py documents and reads with struct "=bxxxI16s11Q": kind,

@@ -1,10 +1,13 @@
-"""`mrc lab check`: a real SRv6 probe between every host pair over every path, both encodings.
+"""`mrc lab check`: a real SRv6 probe between every host pair over every path, every encoding.
 
-Each probe is a full IPv6 (+ SRH) + UDP packet built here on srv6/ (usid, srh, checksum),
-sent with a ``SOCK_RAW, IPPROTO_RAW`` socket opened in the source host's namespace
-(kernel-facts "Sending SRv6 from userspace") and received by a UDP socket opened in the
-destination's namespace. Sockets keep the namespace they were created in, so one thread
-opens them all and then waits on every receiver with select(): no sleeps, one deadline.
+Each probe is a full IPv6 (+ SRH, or + an inner IPv6 header) + UDP packet built here on
+srv6/ (usid, srh, checksum), sent with a ``SOCK_RAW, IPPROTO_RAW`` socket opened in the
+source host's namespace (kernel-facts "Sending SRv6 from userspace") and received by a UDP
+socket opened in the destination's namespace, or for the encap encoding by a raw
+IPPROTO_IPV6 socket there (the kernel has no decapsulating SID; the probe's inner UDP
+checksum is verified here, as the kernel verifies the others'). Sockets keep the
+namespace they were created in, so one thread opens them all and then waits on every
+receiver with select(): no sleeps, one deadline.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from srv6.checksum import udp6_checksum
 from srv6.path import SrPath
 from srv6.srh import Srh
 
-Encoding = Literal["usid", "srh"]
-ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
+Encoding = Literal["usid", "srh", "encap"]
+ENCODINGS: tuple[Encoding, ...] = ("usid", "srh", "encap")
 PROBE_PORT = 47_999
 MAGIC = b"MRCLABCHK"
 _PROBE = struct.Struct("!9s8sI")  # magic, run nonce, probe id
 IPPROTO_ROUTING = 43
 IPPROTO_UDP = 17
+IPPROTO_IPV6 = 41
+INNER_LEN = 40 + 8  # an encapsulated probe's inner IPv6 and UDP headers
 HOP_LIMIT = 64
 WAVE = 1024
 QUIET = 0.05
@@ -53,7 +58,8 @@ class ProbeResult:
     hops: tuple[str, ...]
     """Switches on the path."""
     encoding: Encoding
-    """"usid" (container in the destination address) or "srh" (classic End segments)."""
+    """"usid" (container in the destination address), "srh" (classic End segments) or
+    "encap" (the uSID container on an outer header, an inner one between the hosts)."""
     ok: bool
     """True when the probe reached the destination's socket before the deadline."""
     links: tuple[str, ...]
@@ -90,8 +96,9 @@ def build_probe(
 ) -> tuple[bytes, IPv6Address]:
     """(packet, first-hop destination) for a probe over ``path``.
 
-    The UDP checksum is over the FINAL destination, ``path.dst``, in both encodings (RFC 8200
-    8.1): the kernel does not fix it when a switch shifts the uSID container.
+    The UDP checksum is over the FINAL destination, ``path.dst``, in every encoding (RFC
+    8200 8.1): the kernel does not fix it when a switch shifts the uSID container; the
+    encap encoding's inner header carries path.dst itself.
     """
     udp_len = 8 + len(payload)
     udp = struct.pack("!HHHH", sport, dport, udp_len, 0) + payload
@@ -100,6 +107,11 @@ def build_probe(
     if encoding == "usid":
         first = path.usid_dst
         return ipv6_header(path.src, first, udp_len, IPPROTO_UDP, tclass=tclass) + udp, first
+    if encoding == "encap":
+        first = path.usid_dst
+        inner = ipv6_header(path.src, path.dst, udp_len, IPPROTO_UDP, tclass=tclass) + udp
+        outer = ipv6_header(path.src, first, len(inner), IPPROTO_IPV6, tclass=tclass)
+        return outer + inner, first
     srh = Srh.for_path(path.segments, IPPROTO_UDP).encode()
     first = path.segments[0]
     head = ipv6_header(path.src, first, len(srh) + udp_len, IPPROTO_ROUTING, tclass=tclass)
@@ -122,32 +134,52 @@ def plan_probes(topo: Topology, pairs: Iterable[tuple[str, str]] | None = None) 
 
 def _open_sockets(
     lab: str, hosts: Iterable[str]
-) -> tuple[dict[str, socket.socket], dict[str, socket.socket]]:
+) -> tuple[dict[str, socket.socket], list[socket.socket]]:
+    """Each host's raw sender, and every host's receivers: its UDP socket on PROBE_PORT
+    and its raw IPPROTO_IPV6 socket (encapsulated probes)."""
     senders: dict[str, socket.socket] = {}
-    receivers: dict[str, socket.socket] = {}
+    receivers: list[socket.socket] = []
     try:
         for host in hosts:
             with netns.entered(namespace(lab, host)):
                 tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
                 senders[host] = tx
                 rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-                receivers[host] = rx
-                rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+                receivers.append(rx)
                 rx.bind(("::", PROBE_PORT))
-                rx.setblocking(False)
+                receivers.append(socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_IPV6))
+                for r in receivers[-2:]:
+                    r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+                    r.setblocking(False)
     except BaseException:
-        for s in (*senders.values(), *receivers.values()):
+        for s in (*senders.values(), *receivers):
             s.close()
         raise
     return senders, receivers
 
 
+def _inner_probe(data: bytes) -> bytes:
+    """The UDP payload of an encapsulated probe as a raw IPPROTO_IPV6 socket delivers it
+    (inner IPv6 + UDP), or b"" unless it is UDP to PROBE_PORT with a checksum that
+    verifies over the inner addresses (the kernel checks no inner packet)."""
+    if len(data) < INNER_LEN or data[6] != IPPROTO_UDP:
+        return b""
+    src, dst, udp = data[8:24], data[24:40], data[40:]
+    _, dport, _, csum = struct.unpack_from("!HHHH", udp)
+    if dport != PROBE_PORT or udp6_checksum(src, dst, udp[:6] + bytes(2) + udp[8:]) != csum:
+        return b""
+    return udp[8:]
+
+
 def _drain(rx: socket.socket, nonce: bytes, got: set[int]) -> None:
+    encapsulated = rx.proto == IPPROTO_IPV6
     while True:
         try:
             data = rx.recv(2048)
         except BlockingIOError:
             return
+        if encapsulated:
+            data = _inner_probe(data)
         if len(data) == _PROBE.size:
             magic, run, pid = _PROBE.unpack(data)
             if magic == MAGIC and run == nonce:
@@ -191,7 +223,7 @@ def run_check(
                 _send(senders, probes, wave, nonce)
                 _wait(receivers, nonce, got, set(wave), quiet, timeout)
     finally:
-        for s in (*senders.values(), *receivers.values()):
+        for s in (*senders.values(), *receivers):
             s.close()
     return [
         ProbeResult(
@@ -208,14 +240,14 @@ def run_check(
 
 
 def _wait(
-    receivers: dict[str, socket.socket],
+    receivers: list[socket.socket],
     nonce: bytes,
     got: set[int],
     wave: set[int],
     quiet: float,
     timeout: float,
 ) -> None:
-    fds = list(receivers.values())
+    fds = receivers
     deadline = time.monotonic() + timeout
     last_news = time.monotonic()
     while not wave <= got:
@@ -261,8 +293,8 @@ def _round_robin(groups: list[list[ProbeResult]]) -> list[tuple[int, ProbeResult
 
 
 def matrix(results: list[ProbeResult], hosts: tuple[str, ...]) -> str:
-    """src x dst table: "OK" when every path in both encodings works, else "Fn/m": n of the
-    pair's m probes (its paths in both encodings) failed; a legend line says so."""
+    """src x dst table: "OK" when every path in every encoding works, else "Fn/m": n of the
+    pair's m probes (its paths in every encoding) failed; a legend line says so."""
     cells: dict[tuple[str, str], list[bool]] = {}
     for r in results:
         cells.setdefault((r.src, r.dst), []).append(r.ok)
@@ -280,5 +312,5 @@ def matrix(results: list[ProbeResult], hosts: tuple[str, ...]) -> str:
                 row += f"F{len(oks) - sum(oks)}/{len(oks)}".rjust(width)
         lines.append(row)
     if not all(all(oks) for oks in cells.values()):
-        lines.append("Fn/m: n of the pair's m probes failed (every path, uSID and SRH)")
+        lines.append("Fn/m: n of the pair's m probes failed (every path, uSID, SRH and encap)")
     return "\n".join(lines)

@@ -83,6 +83,7 @@ struct port {
 #define NS_PER_SEC 1000000000ULL
 #define NEXTHDR_ROUTING 43
 #define NEXTHDR_UDP 17
+#define NEXTHDR_IPV6 41
 #define CSUM_CHUNK 256
 #define CSUM_CHUNKS 256      /* 256 x 256 bytes covers any IPv6 payload */
 #define F_IPV6 (1ULL << 7)  /* BPF_F_IPV6 (6.16+): pseudo-header update of an IPv6 packet */
@@ -99,9 +100,11 @@ struct {
 
 enum verdict { PASS, TRIM, DROP };
 
-/* What the parser found: l4 is the UDP header's offset (behind an SRH if there is one). */
+/* What the parser found: l4 is the UDP header's offset (behind an SRH or an inner IPv6
+ * header if there is one), inner the inner header's (0: none). */
 struct pkt {
 	__u32 l4;
+	__u32 inner;
 	__u32 ulen;
 	__u8 dscp;
 	__u8 ecn;
@@ -138,6 +141,14 @@ static __always_inline int parse(struct __sk_buff *skb, const struct port *cfg, 
 			return 0;
 		nexthdr = rh[0];
 		p->l4 += 8 + 8 * (__u32)rh[1];
+	}
+	/* The encap encoding (RFC 2473): an inner IPv6 header between the NICs carries the UDP;
+	 * this port marks and trims the outer header, which the switches route on. */
+	if (nexthdr == NEXTHDR_IPV6) {
+		if (bpf_skb_load_bytes(skb, p->l4 + offsetof(struct ipv6hdr, nexthdr), &nexthdr, 1) < 0)
+			return 0;
+		p->inner = p->l4;
+		p->l4 += sizeof(struct ipv6hdr);
 	}
 	if (nexthdr != NEXTHDR_UDP || bpf_skb_load_bytes(skb, p->l4, &h, sizeof(h)) < 0)
 		return 0;
@@ -260,7 +271,8 @@ static __always_inline __s64 removed_sum(struct __sk_buff *skb, __u32 from, __u3
 	return off >= to ? sum : -1;
 }
 
-/* Cut to IPv6 [+ SRH] + UDP + MRC headers; fix lengths and the UDP checksum incrementally.
+/* Cut to IPv6 [+ SRH or inner IPv6] + UDP + MRC headers; fix lengths (an inner header's
+ * too) and the UDP checksum incrementally.
  * The checksum stays over whatever final destination the sender summed (RFC 8200 8.1):
  * only the cut bytes and the two length fields (UDP header, pseudo-header) change. */
 static __always_inline int trim(struct __sk_buff *skb, const struct pkt *p, __u16 keep,
@@ -279,6 +291,9 @@ static __always_inline int trim(struct __sk_buff *skb, const struct pkt *p, __u1
 	    bpf_l4_csum_replace(skb, csum_off, old_ulen, new_ulen,
 				BPF_F_MARK_MANGLED_0 | BPF_F_PSEUDO_HDR | F_IPV6 | 2) < 0)
 		return -1;
+	if (p->inner && bpf_skb_store_bytes(skb, p->inner + offsetof(struct ipv6hdr, payload_len),
+					    &new_ulen, 2, 0) < 0)
+		return -1; /* the inner header carries only the UDP datagram */
 	if (bpf_skb_store_bytes(skb, p->l4 + offsetof(struct udphdr, len), &new_ulen, 2, 0) < 0 ||
 	    bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + offsetof(struct ipv6hdr, payload_len),
 				&plen, 2, 0) < 0 ||

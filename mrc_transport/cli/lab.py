@@ -74,7 +74,7 @@ def _register_lifecycle(add: Add) -> None:
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     p = add("graph", _graph, "draw the fabric (PNG or SVG, by extension)")
     p.add_argument("out", metavar="FILE")
-    p = add("check", _check, "probe every path between every host pair in both encodings")
+    p = add("check", _check, "probe every path between every host pair in every encoding")
     p.add_argument("--json", action="store_true", help="a JSON list of probe results")
     p.add_argument("--timeout", type=float, default=1.0, help="seconds (default 1)")
 

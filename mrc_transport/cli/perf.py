@@ -62,7 +62,13 @@ def _mrc_args(p: argparse.ArgumentParser) -> None:
     """MRC's own: EVs, planes, encoding, congestion control, spraying, recovery."""
     p.add_argument("--evs", type=int, default=128, help="active EVs per connection")
     p.add_argument("--planes", default=None, help="planes the sender uses, e.g. 0,2")
-    p.add_argument("--encoding", choices=("usid", "srh"), default="usid")
+    p.add_argument(
+        "--encoding",
+        choices=("usid", "srh", "encap"),
+        default="usid",
+        help="the path in the destination's uSIDs, in an SRH, or uSIDs on an outer header "
+        "around an inner one between the NICs (IPv6-in-IPv6, docs/protocol.md)",
+    )
     p.add_argument("--cc", default="nscc", help="congestion control: nscc (UEC), nscc-lab or fixed")
     p.add_argument(
         "--cc-scope",

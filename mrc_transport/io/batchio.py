@@ -43,7 +43,7 @@ from mrc_transport.protocol.ev import Ev
 from mrc_transport.protocol.segments import DataRun
 from mrc_transport.wire.burst import BurstDecoder, CBurstDecoder, PyBurstDecoder
 from mrc_transport.wire.frames import DataHeader, Header, PathHeader, SackHeader
-from mrc_transport.wire.records import RxMeta, RxRec
+from mrc_transport.wire.records import RX_BAD_INNER, RxMeta, RxRec
 
 if backend.FASTPATH:
     from mrc_transport._fastpath import ffi as _ffi
@@ -73,11 +73,17 @@ class BurstReceiver(Protocol):
     """Receives the datagrams waiting on a UDP socket, up to ``max_pkts`` per call:
     datagram i into ``view[i * slot_size:]``, with the path information of its IPv6
     header from the control messages ``sockets.open_rx`` asks for (``RxMeta``). The slots
-    are reused by the next call: copy what must outlive it."""
+    are reused by the next call: copy what must outlive it.
+
+    With ``decap_port`` it reads a raw IPPROTO_IPV6 socket (the encap encoding,
+    ``sockets.open_rx_encap``) and decapsulates each datagram (``decap_slot``): what is
+    left in the slot and its RxMeta are what a UDP socket on that port would have
+    delivered, or the RxMeta is marked RX_BAD_INNER."""
 
     max_pkts: int
     slot_size: int
     view: memoryview
+    decap_port: int | None
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
         """One ``RxMeta`` per datagram received, slot order; [] when none is waiting."""
@@ -272,16 +278,38 @@ def py_send_raw6(sock: socket.socket, buf: Buffer, offsets: Sequence[int]) -> in
     return _sendmmsg_like(count, one)
 
 
+def decap_slot(view: memoryview, off: int, meta: RxMeta, dport: int) -> RxMeta:
+    """The pure-Python twin of csrc mrc_decap_burst for one datagram, at ``view[off:]``:
+    an inner packet ``wire.decap_untrusted`` accepts is moved to the start of its slot as
+    its UDP payload, its RxMeta then the inner packet's source, destination and source
+    port (the traffic class and flow label stay the outer header's, which the switches
+    mark); any other is marked RX_BAD_INNER."""
+    n, truncated, tclass, _, flow, _, _ = meta
+    if truncated:
+        return meta
+    try:
+        src, dst, sport = wire.decap_untrusted(view[off : off + n], dport=dport)
+    except wire.BadPacket:
+        return (n, RX_BAD_INNER, *meta[2:])
+    size = n - wire.DECAP_LEN
+    view[off : off + size] = view[off + wire.DECAP_LEN : off + n]
+    return (size, 0, tclass, sport, flow, src, dst)
+
+
 class _Slots:
     """A receive buffer of ``max_pkts`` slots of ``slot_size`` bytes and the decoder of
     what arrives in it (``records``, ``meta``): what both receivers are made of."""
 
     def __init__(
-        self, max_pkts: int, slot_size: int, decoder: Callable[[bytearray, int, int], BurstDecoder]
+        self,
+        max_pkts: int,
+        slot_size: int,
+        decoder: Callable[[bytearray, int, int], BurstDecoder],
+        decap_port: int | None,
     ) -> None:
         if max_pkts <= 0 or slot_size <= 0:
             raise ValueError("max_pkts and slot_size must be > 0")
-        self.max_pkts, self.slot_size = max_pkts, slot_size
+        self.max_pkts, self.slot_size, self.decap_port = max_pkts, slot_size, decap_port
         self.buf = bytearray(max_pkts * slot_size)
         self.view = memoryview(self.buf)
         self.decoder = decoder(self.buf, max_pkts, slot_size)
@@ -297,8 +325,8 @@ class PyBurstReceiver(_Slots):
     """``BurstReceiver`` in Python: one ``recvmsg_into`` per datagram, its control
     messages parsed in Python, the burst decoded by ``PyBurstDecoder``."""
 
-    def __init__(self, max_pkts: int, slot_size: int) -> None:
-        super().__init__(max_pkts, slot_size, PyBurstDecoder)
+    def __init__(self, max_pkts: int, slot_size: int, decap_port: int | None = None) -> None:
+        super().__init__(max_pkts, slot_size, PyBurstDecoder, decap_port)
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
         view, slot = self.view, self.slot_size
@@ -318,6 +346,9 @@ class PyBurstReceiver(_Slots):
             src = socket.inet_pton(socket.AF_INET6, addr[0].partition("%")[0])
             truncated = 1 if flags & socket.MSG_TRUNC else 0
             out.append((n, truncated, tclass, addr[1], flow, src, dst or bytes(16)))
+        port = self.decap_port
+        if port is not None:
+            out = [decap_slot(view, i * slot, m, port) for i, m in enumerate(out)]
         return out
 
     def recv_records(self, sock: socket.socket) -> Sequence[RxRec]:
@@ -518,9 +549,9 @@ class CBurstReceiver(_Slots):
 
     decoder: CBurstDecoder
 
-    def __init__(self, max_pkts: int, slot_size: int) -> None:
+    def __init__(self, max_pkts: int, slot_size: int, decap_port: int | None = None) -> None:
         _require_c()
-        super().__init__(max_pkts, slot_size, CBurstDecoder)
+        super().__init__(max_pkts, slot_size, CBurstDecoder, decap_port)
 
     def _recv_meta(self, sock: socket.socket) -> int:
         dec = self.decoder
@@ -529,6 +560,8 @@ class CBurstReceiver(_Slots):
         )
         if rc < 0:
             _raise_errno(rc)
+        if rc and self.decap_port is not None:
+            _lib.mrc_decap_burst(dec.c_buf, self.slot_size, dec.c_metas, rc, self.decap_port)
         return int(rc)
 
     def recv(self, sock: socket.socket) -> list[RxMeta]:
@@ -677,11 +710,11 @@ class CBurstEncoder(_EncodeBuffer):
         _lib.mrc_tmpl_put(self._tcache, id(ev), template)
 
 
-def burst_receiver(max_pkts: int, slot_size: int) -> BurstReceiver:
-    """The backend's ``BurstReceiver``."""
+def burst_receiver(max_pkts: int, slot_size: int, decap_port: int | None = None) -> BurstReceiver:
+    """The backend's ``BurstReceiver`` (decapsulating for ``decap_port``, if given)."""
     if BACKEND == "c":
-        return CBurstReceiver(max_pkts, slot_size)
-    return PyBurstReceiver(max_pkts, slot_size)
+        return CBurstReceiver(max_pkts, slot_size, decap_port)
+    return PyBurstReceiver(max_pkts, slot_size, decap_port)
 
 
 def burst_encoder(max_pkts: int, max_len: int = MAX_PACKET) -> BurstEncoder:

@@ -47,7 +47,7 @@ from mrc_transport.io import linkwatch
 from mrc_transport.io.handle import ConnectionLost, ConnHandle
 from mrc_transport.io.pacer import Pacer
 from mrc_transport.io.receive import Receiving
-from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_tx
+from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_rx_encap, open_tx
 from mrc_transport.io.transmit import ENCODINGS, Encoding, Transmitter, path_header
 from mrc_transport.io.tuning import DRAIN_BURSTS, RECV_BURST, RX_COALESCE, WAIT_FLOOR, io_config
 from mrc_transport.protocol import Config, Endpoint, Transmit, events
@@ -66,6 +66,8 @@ def default_mss(encoding: Encoding, mtus: dict[str, int] | None = None) -> int:
     overhead = IPV6_HEADER_LEN + UDP_LEN + DATA_HEADER_LEN
     if encoding == "srh":
         overhead += SRH_ALLOWANCE
+    elif encoding == "encap":
+        overhead += IPV6_HEADER_LEN  # the inner header
     return max(256, mtu - overhead)
 
 
@@ -105,7 +107,7 @@ class MrcEndpoint:
         netns: str | None = None,
     ) -> None:
         if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be usid or srh, not {encoding!r}")
+            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
         cfg = io_config(cfg)
         self.cfg, self.port, self.encoding, self.clock = cfg, port, encoding, clock
         self.netns = netns
@@ -120,7 +122,9 @@ class MrcEndpoint:
         """Called with every event of every connection (e.g. io/eventlog.EventLog.add)."""
         self.tx = Transmitter(cfg, encoding, port, self.core.port_busy, self._port_down, self.kick)
         with in_netns(netns):  # its receive slots fit the MTUs of its own ports
-            self.rx = Receiving(self.core, port, clock, self._flush_control)
+            self.rx = Receiving(
+                self.core, port, clock, self._flush_control, decap=encoding == "encap"
+            )
         self.pacer = Pacer(cfg.nic_rate_bps, cfg.mss)
         self._wait_scope = trio.CancelScope()
         self._kicked = False
@@ -135,7 +139,7 @@ class MrcEndpoint:
         """Open the sockets and run until cancelled (or ``aclose``)."""
         with in_netns(self.netns):  # no await inside: the thread leaves before trio runs on
             self.tx.sock = tx = open_tx()
-            rx = open_rx(self.port)
+            rx = open_rx_encap(self.port) if self.encoding == "encap" else open_rx(self.port)
             links = _open_links()
         self._trio_offset = trio.current_time() - self.clock()
         try:

@@ -1,5 +1,6 @@
-"""The endpoint's receiving side: what is waiting on the UDP socket, a burst at a time,
-into the core, and when the loop should read next.
+"""The endpoint's receiving side: what is waiting on the UDP socket (or, encapsulated,
+the raw IPPROTO_IPV6 one), a burst at a time, into the core, and when the loop should read
+next.
 
 One receive call takes up to ``RECV_BURST`` datagrams, decoded by one C call into records
 (wire/burst.py); data packets and SACKs go to the core as their fields, anything else is
@@ -29,7 +30,7 @@ from mrc_transport.io.tuning import (
 from mrc_transport.protocol import Endpoint
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import IPV6_HEADER_LEN
-from mrc_transport.wire.records import RxRec
+from mrc_transport.wire.records import RX_BAD_INNER, RX_CUT, RxRec
 
 
 def rx_slot_size(mtus: dict[str, int] | None = None) -> int:
@@ -43,11 +44,18 @@ class Receiving:
     """Hands what the socket holds to the core; counts what it could not."""
 
     def __init__(
-        self, core: Endpoint, port: int, clock: Callable[[], float], flush: Callable[[], None]
+        self,
+        core: Endpoint,
+        port: int,
+        clock: Callable[[], float],
+        flush: Callable[[], None],
+        *,
+        decap: bool = False,
     ) -> None:
         self.core, self.port, self.clock = core, port, clock
-        self.burst = batchio.burst_receiver(RECV_BURST, rx_slot_size())
-        """The reusable receive slots and their decoder."""
+        self.burst = batchio.burst_receiver(RECV_BURST, rx_slot_size(), port if decap else None)
+        """The reusable receive slots and their decoder (decapsulating: the encap
+        encoding, whose inner packet fits the same slot)."""
         self.received = 0
         """Datagrams received."""
         self.bursts = 0
@@ -80,10 +88,15 @@ class Receiving:
 
     def _receive_one(self, burst: batchio.BurstReceiver, i: int, now: float) -> None:
         """Decode datagram i of the burst and hand it to the core, or count why not."""
-        if burst.meta(i)[1]:  # truncated: larger than any MTU here, not a packet of ours
+        cut = burst.meta(i)[1]
+        if cut == RX_CUT:  # larger than any MTU here, not a packet of ours
             self.bad["oversize"] += 1
             return
         try:
+            if cut == RX_BAD_INNER:  # the decapsulator refused it: say why
+                n = burst.meta(i)[0]
+                off = i * burst.slot_size
+                wire.decap_untrusted(burst.view[off : off + n], dport=self.port)
             packet = decode_one(burst, i, self.port)
         except wire.BadPacket as exc:
             self.bad[exc.reason] += 1

@@ -5,7 +5,8 @@ codec builds (IPv6 [+ SRH] + UDP + MRC); ``sendto(pkt, (first_hop_da, 0))`` and 
 host's routes (one locator block per plane, via that plane's port) pick the port
 (kernel-facts.md, "Sending SRv6 from userspace").
 
-Receive: a plain UDP socket on ``[::]:port``. The kernel verifies the UDP checksum (over
+Receive: a plain UDP socket on ``[::]:port`` (a raw IPPROTO_IPV6 one for the encap
+encoding, ``open_rx_encap``). The kernel verifies the UDP checksum (over
 the final destination, RFC 8200 8.1) and strips the SRH (hosts need seg6_enabled); what
 the protocol needs from the IPv6 header comes in control messages: IPV6_PKTINFO (the
 destination as it arrived), IPV6_TCLASS (ECN) and IPV6_FLOWINFO (the flow label, which
@@ -15,6 +16,7 @@ them a burst at a time with ``batchio.BurstReceiver`` (one recvmmsg, cmsgs parse
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import socket
 import struct
@@ -33,6 +35,14 @@ SOCKET_BUFFER = 16 << 20
 ANC_SIZE = socket.CMSG_SPACE(20) + 2 * socket.CMSG_SPACE(4)
 
 _INT = struct.Struct("=i")
+_SOCK_FILTER = struct.Struct("HBBI")  # struct sock_filter: code, jt, jf, k (<linux/filter.h>)
+_SO_ATTACH_FILTER = 26
+_BPF_LD_LEN = 0x80  # BPF_LD | BPF_W | BPF_LEN
+_BPF_LDH_ABS = 0x28  # BPF_LD | BPF_H | BPF_ABS
+_BPF_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_BPF_RET_K = 0x06  # BPF_RET | BPF_K
+_INNER_UDP_PORT = 40 + 2  # the inner IPv6 header, then the UDP source port
 
 
 class Datagram(NamedTuple):
@@ -70,17 +80,63 @@ def open_tx() -> socket.socket:
     return sock
 
 
+def _path_info(sock: socket.socket) -> None:
+    """Ask for the control messages that carry the path information, a large buffer,
+    non-blocking receives."""
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
+    _set_buffer(sock, socket.SO_RCVBUF, 33)  # SO_RCVBUFFORCE
+    sock.setblocking(False)
+
+
 def open_rx(port: int, host: str = "::") -> socket.socket:
     """The UDP socket MRC packets arrive on, with path information in control messages."""
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
-        _set_buffer(sock, socket.SO_RCVBUF, 33)  # SO_RCVBUFFORCE
         sock.bind((host, port))
-        sock.setblocking(False)
+        _path_info(sock)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def port_filter(port: int) -> bytes:
+    """A classic BPF socket filter (SO_ATTACH_FILTER) for a raw IPPROTO_IPV6 socket, whose
+    packets start at the inner IPv6 header: it takes those for UDP destination ``port``
+    (bytes 42-43) and, so that the endpoint counts them, those too short to say; the
+    kernel drops the rest, as it would demultiplex UDP by port."""
+    return b"".join(
+        _SOCK_FILTER.pack(*insn)
+        for insn in (
+            (_BPF_LD_LEN, 0, 0, 0),  # A = the packet's length
+            (_BPF_JGE_K, 0, 2, _INNER_UDP_PORT + 2),  # too short for the port: take it
+            (_BPF_LDH_ABS, 0, 0, _INNER_UDP_PORT),  # A = the inner UDP destination port
+            (_BPF_JEQ_K, 0, 1, port),
+            (_BPF_RET_K, 0, 0, 0xFFFFFFFF),  # take it whole
+            (_BPF_RET_K, 0, 0, 0),  # not ours
+        )
+    )
+
+
+def open_rx_encap(port: int) -> socket.socket:
+    """The raw IPPROTO_IPV6 (41) socket encapsulated MRC packets for UDP ``port`` arrive
+    on (the encap encoding): the kernel strips the outer header and delivers the inner
+    packet, with the OUTER header's destination, traffic class and flow label in the
+    control messages. The endpoint decapsulates and checks the rest
+    (``batchio.decap_slot``): this kernel has no ip6tnl and no seg6local End.DT6 to do
+    it. While such a socket is open the kernel also stops answering these packets with
+    ICMPv6 Parameter Problem (unknown next header), which it sends when no protocol and
+    no raw socket takes them. A raw socket sees every such packet of its namespace:
+    ``port_filter`` keeps those of the other ports out."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_IPV6)
+    try:
+        program = ctypes.create_string_buffer(port_filter(port))
+        fprog = struct.pack("HL", len(program.raw) // _SOCK_FILTER.size, ctypes.addressof(program))
+        sock.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_FILTER, fprog)  # the kernel copies it
+        _path_info(sock)
     except BaseException:
         sock.close()
         raise

@@ -29,15 +29,17 @@ from mrc_transport.protocol.segments import DataRun, Outgoing
 from mrc_transport.wire.frames import PathHeader, data_dscp
 from srv6.path import SrPath
 
-Encoding = Literal["usid", "srh"]
-ENCODINGS: tuple[Encoding, ...] = ("usid", "srh")
+Encoding = Literal["usid", "srh", "encap"]
+ENCODINGS: tuple[Encoding, ...] = ("usid", "srh", "encap")
 PORT_DOWN = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN})
 """Errors by which the kernel says our own port is down: certain, not congestion."""
 
 
 def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int) -> PathHeader:
-    """The IPv6/SRH/UDP fields of a packet on ``path`` (ECT(0) so switches can mark CE)."""
-    if encoding == "usid":
+    """The IPv6/SRH/UDP fields of a packet on ``path`` (ECT(0) so switches can mark CE).
+    uSID and encap both go to the uSID container; encap wraps an inner header to the
+    final destination (the receiving NIC's address) around the UDP datagram."""
+    if encoding != "srh":
         return PathHeader(
             src=path.src.packed,
             dst=path.usid_dst.packed,
@@ -45,6 +47,7 @@ def path_header(path: SrPath, ev: int, dscp: int, encoding: Encoding, dport: int
             ev=ev,
             dscp=dscp,
             dport=dport,
+            encap=encoding == "encap",
         )
     segments = tuple(s.packed for s in path.segments)
     return PathHeader(

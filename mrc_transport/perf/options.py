@@ -53,7 +53,8 @@ class PerfOptions:
     planes: tuple[int, ...] = ()
     """--planes: the planes the sender uses, sorted; empty: all."""
     encoding: Encoding = "usid"
-    """--encoding: uSID destination or SRH."""
+    """--encoding: uSID destination, SRH, or encap (uSIDs on an outer header, an inner
+    header between the NICs)."""
     cc: str = "nscc"
     """--cc: congestion control (protocol/cc)."""
     cc_scope: str = "connection"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mrc_transport import backend
 from mrc_transport.wire import codec
+from mrc_transport.wire.codec import DECAP_LEN
 from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     CLOSE_HEADER_LEN,
@@ -24,6 +25,7 @@ from mrc_transport.wire.frames import (
     DSCP_NO_TRIM,
     DSCP_RTX,
     IPV6_HEADER_LEN,
+    IPV6_IN_IPV6,
     MRC_UDP_PORT,
     MRC_VERSION,
     NACK_HEADER_LEN,
@@ -58,6 +60,7 @@ BACKEND = "c" if backend.FASTPATH else "python"
 if TYPE_CHECKING:
     # Both backends have the reference's signatures; let the type checker see them.
     from mrc_transport.wire.codec import (
+        decap_untrusted,
         decode_datagram_untrusted,
         decode_untrusted,
         encode,
@@ -68,6 +71,7 @@ else:
     decode_untrusted = _impl.decode_untrusted
     encode_data_batch = _impl.encode_data_batch
     decode_datagram_untrusted = _impl.decode_datagram_untrusted
+    decap_untrusted = _impl.decap_untrusted
 
 __all__ = [
     "BACKEND",
@@ -75,11 +79,13 @@ __all__ = [
     "COMMON_HEADER_LEN",
     "DATA_HEADER_LEN",
     "DATA_OPCODES",
+    "DECAP_LEN",
     "DSCP_CONTROL",
     "DSCP_DATA",
     "DSCP_NO_TRIM",
     "DSCP_RTX",
     "IPV6_HEADER_LEN",
+    "IPV6_IN_IPV6",
     "MRC_UDP_PORT",
     "MRC_VERSION",
     "NACK_HEADER_LEN",
@@ -103,6 +109,7 @@ __all__ = [
     "ProbeHeader",
     "SackHeader",
     "SetupHeader",
+    "decap_untrusted",
     "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",

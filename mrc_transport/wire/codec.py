@@ -6,11 +6,13 @@ and tests check it byte for byte. It is also the data path when the C extension 
 missing, so per-packet work is kept small: precompiled ``struct.Struct`` objects, a cached
 per-path template, dispatch tables built once at import.
 
-Public API (the C backend exports exactly the same three functions):
+Public API (the C backend exports exactly the same functions):
 
 - ``encode(path, header, payload=b"") -> bytes``: one complete IPv6 packet.
 - ``decode_untrusted(buf, *, dport=None) -> Packet``: raises only ``BadPacket``.
 - ``encode_data_batch(paths, headers, payloads) -> (bytearray, offsets)``.
+- ``decode_datagram_untrusted`` (a UDP payload the kernel delivered) and
+  ``decap_untrusted`` (the inner packet of an encapsulated one, as a raw socket gets it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mrc_transport.wire.errors import BadPacket
 from mrc_transport.wire.frames import (
     FLAGS_BY_VALUE,
     IPV6_HEADER_LEN,
+    IPV6_IN_IPV6,
     KNOWN_FLAGS,
     MAX_PENALTY,
     MRC_VERSION,
@@ -48,7 +51,9 @@ from srv6.errors import MalformedHeader
 from srv6.srh import MAX_SEGMENTS, ROUTING_HEADER, Srh
 
 __all__ = [
+    "DECAP_LEN",
     "BadPacket",
+    "decap_untrusted",
     "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",
@@ -61,6 +66,8 @@ _FOLD = 0xFFFF
 # version(4) | traffic class(8) | flow label(20), payload length, next header, hop limit,
 # source, destination (RFC 8200 section 3).
 _IPV6 = struct.Struct("!IHBB16s16s")
+_INNER_TAIL = struct.Struct("!BB16s16s")  # an inner header after its first word and length
+_WORD_LEN = struct.Struct("!IH")
 _UDP = struct.Struct("!HHHH")
 _COMMON = struct.Struct("!BBBxII")  # version, opcode, flags, reserved, dst_conn, src_conn
 
@@ -147,11 +154,12 @@ class _Template(NamedTuple):
     """What encode needs from a path, computed once per PathHeader."""
 
     first_word: int  # version | traffic class | flow label
-    next_header: int  # 43 with an SRH, else 17
+    next_header: int  # 43 with an SRH, 41 encapsulated, else 17
     hop_limit: int
     src: bytes
     dst: bytes
     srh: bytes  # encoded SRH or b""
+    inner: bytes  # encapsulated: the inner IPv6 header's fields after its payload length
     pseudo_sum: int  # src + final destination + next header 17, unfolded
     sport: int
     dport: int
@@ -189,11 +197,17 @@ def _template(path: PathHeader) -> _Template:
         final = segments[-1]
     if path.final_dst is not None:
         final = _check_address("final_dst", path.final_dst)
+    if path.encap and path.segments:
+        raise ValueError("PathHeader.encap goes with a uSID path, not with segments")
     # Traffic class = DSCP << 2 | ECN (RFC 2474, RFC 3168); flow label = EV's low 20 bits,
     # UDP source port = EV's high 16 bits (docs/protocol.md, "Entropy value").
     first_word = 6 << 28 | (path.dscp << 2 | path.ecn) << 20 | (path.ev & 0xFFFFF)
     # RFC 8200 section 8.1: the pseudo-header uses the FINAL destination.
     pseudo_sum = int.from_bytes(src, "big") + int.from_bytes(final, "big") + UDP_PROTO
+    inner = b""
+    if path.encap:  # the inner header: the same class and label, the NICs' own addresses
+        inner = _INNER_TAIL.pack(UDP_PROTO, path.hop_limit, src, final)
+        next_header = IPV6_IN_IPV6
     return _Template(
         first_word,
         next_header,
@@ -201,6 +215,7 @@ def _template(path: PathHeader) -> _Template:
         src,
         dst,
         srh,
+        inner,
         pseudo_sum,
         path.ev >> 16,
         path.dport,
@@ -243,10 +258,15 @@ def encode(path: PathHeader, header: Header, payload: bytes | memoryview = b"") 
     # RFC 768 / RFC 8200 8.1: a computed 0 is sent as 0xffff (a zero checksum is invalid).
     checksum = _FOLD - residue if residue else _FOLD
     ip_len = len(t.srh) + udp_len
+    inner = t.inner
+    if inner:
+        inner = _WORD_LEN.pack(t.first_word, udp_len) + inner
+        ip_len += IPV6_HEADER_LEN
     if ip_len > 0xFFFF:
         raise ValueError(f"packet too long: IPv6 payload length {ip_len} > 65535")
     ipv6 = _IPV6.pack(t.first_word, ip_len, t.next_header, t.hop_limit, t.src, t.dst)
-    return b"".join((ipv6, t.srh, l4[:6], checksum.to_bytes(2, "big"), l4[8:], payload))
+    udp = (l4[:6], checksum.to_bytes(2, "big"), l4[8:], payload)
+    return b"".join((ipv6, t.srh, inner, *udp))
 
 
 def encode_data_batch(
@@ -342,31 +362,32 @@ def _decode_srh(buf: bytes | bytearray | memoryview, end: int) -> tuple[Srh, int
     return srh, IPV6_HEADER_LEN + srh.wire_len
 
 
-def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None = None) -> Packet:
-    """Parse one received IPv6 packet; raises BadPacket, and only BadPacket, if malformed.
-
-    Checks, in this order: IPv6 header, SRH, UDP length, destination port, checksum (over
-    the final destination: segments[0] with an SRH, else the destination as received),
-    MRC header (docs/protocol.md, "Parsing received packets").
-    """
-    end = len(buf)
-    if end < IPV6_HEADER_LEN:
-        raise BadPacket("truncated", f"{end} bytes, an IPv6 header is 40")
-    first, ip_len, next_header, hop_limit, src, dst = _IPV6.unpack_from(buf)
+def _decode_ipv6(
+    buf: bytes | bytearray | memoryview, off: int, end: int
+) -> tuple[int, int, int, bytes, bytes]:
+    """(first word, next header, hop limit, source, destination) of the IPv6 header at
+    ``off`` whose payload must end the packet at ``end``."""
+    if end - off < IPV6_HEADER_LEN:
+        raise BadPacket("truncated", f"{end - off} bytes, an IPv6 header is 40")
+    first, ip_len, next_header, hop_limit, src, dst = _IPV6.unpack_from(buf, off)
     if first >> 28 != 6:
         raise BadPacket("not_ipv6", f"IP version {first >> 28}")
-    if IPV6_HEADER_LEN + ip_len != end:
-        reason = "truncated" if IPV6_HEADER_LEN + ip_len > end else "bad_length"
-        raise BadPacket(reason, f"IPv6 payload length {ip_len}, {end - 40} bytes follow")
-    segments: tuple[bytes, ...] = ()
-    checksum_dst = dst
-    off = IPV6_HEADER_LEN
-    if next_header == ROUTING_HEADER:
-        srh, off = _decode_srh(buf, end)
-        segments = srh.path
-        checksum_dst = srh.segments[0]  # the final destination (RFC 8200 8.1)
-    elif next_header != UDP_PROTO:
-        raise BadPacket("not_udp", f"next header {next_header}, expected UDP or an SRH")
+    left = end - off - IPV6_HEADER_LEN
+    if ip_len != left:
+        reason = "truncated" if ip_len > left else "bad_length"
+        raise BadPacket(reason, f"IPv6 payload length {ip_len}, {left} bytes follow")
+    return first, next_header, hop_limit, src, dst
+
+
+def _decode_udp(
+    buf: bytes | bytearray | memoryview,
+    off: int,
+    end: int,
+    addresses: tuple[bytes, bytes],
+    dport: int | None,
+) -> tuple[int, int]:
+    """(source port, destination port) of the UDP header at ``off``, its checksum verified
+    over ``addresses``: the source and the final destination (RFC 8200 8.1)."""
     if end - off < UDP_HEADER_LEN:
         raise BadPacket("truncated", f"UDP header needs 8 bytes, {end - off} left")
     sport, udp_dport, udp_len, checksum = _UDP.unpack_from(buf, off)
@@ -376,28 +397,84 @@ def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None =
         raise BadPacket("bad_port", f"UDP destination port {udp_dport}, expected {dport}")
     if checksum == 0:
         raise BadPacket("bad_checksum", "zero UDP checksum, invalid over IPv6 (RFC 8200 8.1)")
+    src, final = addresses
     total = (
         int.from_bytes(src, "big")
-        + int.from_bytes(checksum_dst, "big")
+        + int.from_bytes(final, "big")
         + UDP_PROTO
         + udp_len
         + _words(buf[off:end])
     )
     if total % _FOLD:  # a correct sum including the checksum is 0xffff (negative zero)
         raise BadPacket("bad_checksum", f"UDP checksum {checksum:#06x} does not verify")
+    return sport, udp_dport
+
+
+def _decode_inner(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[bytes, bytes]:
+    """(source, destination) of an encapsulated packet's inner header at ``off``, which
+    must carry UDP (RFC 2473 3: the outer header's payload is the whole inner packet)."""
+    _, next_header, _, src, dst = _decode_ipv6(buf, off, end)
+    if next_header != UDP_PROTO:
+        raise BadPacket("not_udp", f"inner next header {next_header}, expected UDP")
+    return src, dst
+
+
+def decode_untrusted(buf: bytes | bytearray | memoryview, *, dport: int | None = None) -> Packet:
+    """Parse one received IPv6 packet; raises BadPacket, and only BadPacket, if malformed.
+
+    Checks, in this order: IPv6 header, SRH or inner IPv6 header, UDP length, destination
+    port, checksum (over the final destination: segments[0] with an SRH, the inner
+    addresses when encapsulated, else the destination as received), MRC header
+    (docs/protocol.md, "Parsing received packets").
+    """
+    end = len(buf)
+    first, next_header, hop_limit, src, dst = _decode_ipv6(buf, 0, end)
+    segments: tuple[bytes, ...] = ()
+    addresses = (src, dst)
+    inner_dst: bytes | None = None
+    off = IPV6_HEADER_LEN
+    if next_header == ROUTING_HEADER:
+        srh, off = _decode_srh(buf, end)
+        segments = srh.path
+        addresses = (src, srh.segments[0])  # the final destination (RFC 8200 8.1)
+    elif next_header == IPV6_IN_IPV6:  # the NICs' addresses are the inner header's
+        src, inner_dst = addresses = _decode_inner(buf, IPV6_HEADER_LEN, end)
+        off += IPV6_HEADER_LEN
+    elif next_header != UDP_PROTO:
+        raise BadPacket("not_udp", f"next header {next_header}, expected UDP, an SRH or IPv6")
+    sport, udp_dport = _decode_udp(buf, off, end, addresses, dport)
     dscp = (first >> 22) & 0x3F
     header, payload_off = _decode_header(buf, off + UDP_HEADER_LEN, end, dscp)
     path = PathHeader(
         src=src,
         dst=dst,
+        final_dst=inner_dst,
         segments=segments,
         ev=sport << 16 | (first & 0xFFFF),
         dscp=dscp,
         ecn=_ECNS[(first >> 20) & 3],
         dport=udp_dport,
         hop_limit=hop_limit,
+        encap=inner_dst is not None,
     )
     return Packet(path, header, bytes(buf[payload_off:end]))
+
+
+DECAP_LEN = IPV6_HEADER_LEN + UDP_HEADER_LEN
+"""Bytes before the MRC header in what a raw IPPROTO_IPV6 socket delivers."""
+
+
+def decap_untrusted(
+    buf: bytes | bytearray | memoryview, *, dport: int | None = None
+) -> tuple[bytes, bytes, int]:
+    """(source, destination, UDP source port) of an encapsulated packet's inner part as a
+    raw IPPROTO_IPV6 socket delivers it (the outer header stripped): its inner IPv6 header
+    and UDP checked as ``decode_untrusted`` checks them; the MRC header starts at
+    DECAP_LEN. Raises BadPacket, and only BadPacket."""
+    end = len(buf)
+    src, dst = _decode_inner(buf, 0, end)
+    sport, _ = _decode_udp(buf, IPV6_HEADER_LEN, end, (src, dst), dport)
+    return src, dst, sport
 
 
 def decode_datagram_untrusted(

@@ -52,7 +52,9 @@ from mrc_transport.wire.frames import (
 )
 
 __all__ = [
+    "DECAP_LEN",
     "BadPacket",
+    "decap_untrusted",
     "decode_datagram_untrusted",
     "decode_untrusted",
     "encode",
@@ -74,7 +76,8 @@ _ERRORS: dict[int, tuple[str, str]] = {
     lib.MRC_E_IPV6_TRUNCATED: ("truncated", "shorter than its IPv6 header or payload length"),
     lib.MRC_E_IPV6_VERSION: ("not_ipv6", "IP version is not 6"),
     lib.MRC_E_IPV6_LENGTH: ("bad_length", "bytes after the IPv6 payload length"),
-    lib.MRC_E_NEXT_HEADER: ("not_udp", "next header is neither UDP nor an SRH"),
+    lib.MRC_E_NEXT_HEADER: ("not_udp", "next header is neither UDP, an SRH nor IPv6"),
+    lib.MRC_E_INNER_NEXT_HEADER: ("not_udp", "inner next header is not UDP"),
     lib.MRC_E_SRH_TRUNCATED: ("bad_srh", "SRH truncated"),
     lib.MRC_E_SRH_TYPE: ("bad_srh", "routing type is not an SRH (4)"),
     lib.MRC_E_SRH_LENGTH: ("bad_srh", "bad SRH length"),
@@ -131,6 +134,7 @@ _NACK_REASONS = {int(reason): reason for reason in NackReason}
 _COMMON_TAIL = struct.Struct("!BBxII")  # opcode, flags, reserved, dst_conn, src_conn
 _IPV6_FIRST = struct.Struct("!I")
 _ROUTING_HEADER = 43
+_IPV6_IN_IPV6 = 41
 _UDP_PORTS = struct.Struct("!HH")
 
 
@@ -231,12 +235,15 @@ def _build_template(path: PathHeader) -> Any:
     final = segments[-16:] if segments else dst
     if path.final_dst is not None:
         final = _address("final_dst", path.final_dst)
+    if path.encap and path.segments:
+        raise ValueError("PathHeader.encap goes with a uSID path, not with segments")
     c_path = ffi.new("struct mrc_path *")
     c_path.src, c_path.dst, c_path.final_dst = src, dst, final
     keep = ffi.new("char[]", segments)  # referenced by c_path only during the call
     c_path.segments, c_path.n_segments = keep, len(path.segments)
     c_path.ev, c_path.dscp, c_path.ecn = path.ev, path.dscp, path.ecn
     c_path.dport, c_path.hop_limit = path.dport, path.hop_limit
+    c_path.encap = bool(path.encap)
     template = ffi.new("struct mrc_template *")
     if lib.mrc_template_build(template, c_path) < 0:
         raise ValueError(f"PathHeader does not fit the wire format: {path!r}")
@@ -421,9 +428,12 @@ def _new_path(buf: bytes, l4: int) -> PathHeader:
         # With an SRH (validated by C), segments start at 48 and last_entry is byte 44.
         count = buf[44] + 1 if buf[6] == _ROUTING_HEADER else 0
         wire = [buf[o : o + 16] for o in range(48, 48 + 16 * count, 16)]
+        encap = buf[6] == _IPV6_IN_IPV6  # the inner destination at 64 (validated by C)
         path = PathHeader(
-            src=buf[8:24],
+            src=buf[48:64] if encap else buf[8:24],
             dst=buf[24:40],
+            final_dst=buf[64:80] if encap else None,
+            encap=encap,
             segments=tuple(reversed(wire)),
             ev=sport << 16 | (first & 0xFFFF),
             dscp=(first >> 22) & 0x3F,
@@ -467,6 +477,22 @@ def decode_untrusted(buf: Buffer, *, dport: int | None = None) -> Packet:
     path = _paths.get(buf[: l4 + 4]) or _new_path(buf, l4)
     decode: Callable[..., Packet] = _DECODERS[buf[off + 1]]
     return decode(path, common, buf, off + 12)
+
+
+DECAP_LEN = codec.DECAP_LEN
+
+
+def decap_untrusted(buf: Buffer, *, dport: int | None = None) -> tuple[bytes, bytes, int]:
+    """(source, destination, UDP source port) of an encapsulated packet's inner part as a
+    raw IPPROTO_IPV6 socket delivers it; raises BadPacket (codec.decap_untrusted)."""
+    if type(buf) is not bytes:
+        buf = bytes(buf)
+    want = -1 if dport is None else dport if 0 <= dport <= 0xFFFF else 0x10000
+    off = lib.mrc_decap(buf, len(buf), want)
+    if off < 0:
+        reason, message = _ERRORS[off]
+        raise BadPacket(reason, message)
+    return buf[8:24], buf[24:40], int.from_bytes(buf[40:42], "big")
 
 
 _dgram_paths: dict[tuple[bytes, bytes, int, int, int, int], PathHeader] = {}

@@ -17,6 +17,7 @@ from typing import Final
 
 MRC_VERSION = 1
 MRC_UDP_PORT = 4791  # RoCEv2's port, which MRC keeps (mrc-protocol-notes.md)
+IPV6_IN_IPV6 = 41  # next header of an encapsulated IPv6 packet (RFC 2473, RFC 8200 4)
 
 # Header sizes in bytes (docs/protocol.md).
 IPV6_HEADER_LEN = 40
@@ -253,7 +254,7 @@ Header = DataHeader | SackHeader | NackHeader | ProbeHeader | SetupHeader | Clos
 
 @dataclass(frozen=True, slots=True)
 class PathHeader:
-    """Everything outside the MRC header: IPv6, optional SRH, UDP.
+    """Everything outside the MRC header: IPv6, an optional SRH or inner IPv6 header, UDP.
 
     On transmit the codec builds these; on receive it fills them from the packet as it
     arrived (dst is then the final destination after every uSID shift or SRH step).
@@ -281,6 +282,13 @@ class PathHeader:
     """UDP destination port."""
     hop_limit: int = 64
     """IPv6 hop limit."""
+    encap: bool = False
+    """IPv6-in-IPv6 (RFC 2473; the paper encapsulates, section 2): the outer header goes
+    src -> dst (the uSID path) with next header 41, the inner one src -> final_dst (the
+    NICs' own addresses) with next header UDP, whose checksum covers the inner addresses,
+    which no switch changes. Not with segments. On receive: src and final_dst are the
+    inner header's, the traffic class, flow label and hop limit the outer header's (the
+    switches mark and count on that one; RFC 6040's decapsulation keeps its CE)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,11 @@ destination) of one datagram, as the socket reported it: what the burst decoder 
 with the datagram."""
 RX_META: Final = struct.Struct("=IBBHI16s16s")
 """struct mrc_rx_meta (csrc/mrc_fast.h)."""
+RX_CUT: Final = 1
+"""RxMeta's truncated: the datagram was larger than its slot (MRC_RX_CUT)."""
+RX_BAD_INNER: Final = 2
+"""RxMeta's truncated: an encapsulated datagram whose inner packet the decapsulator
+refused (MRC_RX_BAD_INNER); ``wire.decap_untrusted`` names why."""
 
 
 def record_of(h: Header, ev: int, ce: int, src: bytes, at: int, size: int) -> RxRec:

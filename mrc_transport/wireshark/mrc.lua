@@ -151,18 +151,27 @@ end
 
 local flow_label_field = Field.new("ipv6.flow")
 local dscp_field = Field.new("ipv6.tclass.dscp")
+local next_header_field = Field.new("ipv6.nxt")
+local IPV6_IN_IPV6 = 41
 
--- A field of the innermost IPv6 header (an ICMPv6 error quotes a packet after its own).
-local function innermost(field)
-    local values = { field() }
-    local last = values[#values]
-    return last and last.value
+-- A field of the IPv6 header the switches saw: the innermost one (an ICMPv6 error quotes
+-- a packet after its own), or, when that one is encapsulated (the encap encoding, next
+-- header 41 before it), the outer header around it, which carries the path, the trim
+-- mark and CE.
+local function path_header(field)
+    local values, nexts = { field() }, { next_header_field() }
+    local n = #values
+    if n >= 2 and #nexts == n and nexts[n - 1].value == IPV6_IN_IPV6 then
+        n = n - 1
+    end
+    local value = values[n]
+    return value and value.value
 end
 
 -- The EV: the flow label carries its low 20 bits, the UDP source port its high 16; the
 -- 4 bits both hold are read from the port (docs/protocol.md, "Entropy value").
 local function packet_ev(pinfo)
-    local label = innermost(flow_label_field)
+    local label = path_header(flow_label_field)
     if label == nil then
         return nil
     end
@@ -278,7 +287,7 @@ local function finish_data(ctx)
     local payload_len = ctx.size - COMMON - 24
     ctx.item:add(f.payload_len, payload_len):set_generated()
     -- A trimmed stub keeps the msg_offset and msg_len of the payload it lost.
-    local dscp = innermost(dscp_field)
+    local dscp = path_header(dscp_field)
     local trimmed = payload_len == 0 and TRIMMED_DSCPS[dscp]
     local wrong = not trimmed and placement_error(opcode, offset, msg_len, payload_len)
     if trimmed then

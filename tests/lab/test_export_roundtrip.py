@@ -128,8 +128,8 @@ def fabric(
 def test_every_path_answers(fabric: Fabric) -> None:
     results = run_check(fabric.lab, fabric.topo)
     failed = [f"{r.src}->{r.dst} {r.encoding} via {' '.join(r.hops)}" for r in results if not r.ok]
-    # 8 ordered pairs across racks x 4 paths, 4 within a rack x 2; both encodings
-    assert len(results) == (8 * 4 + 4 * 2) * 2
+    # 8 ordered pairs across racks x 4 paths, 4 within a rack x 2; three encodings
+    assert len(results) == (8 * 4 + 4 * 2) * 3
     assert not failed
 
 

@@ -1,5 +1,6 @@
 """ECN CE marking measured on real packets: ECT(0) UDP sent over SRv6 paths of a lab whose
-switches mark with a high probability, read back with IPV6_RECVTCLASS in the receiver.
+switches mark with a high probability, read back with IPV6_RECVTCLASS in the receiver (for
+an encapsulated packet, the outer header's, on a raw IPPROTO_IPV6 socket).
 
 The plan marks on every switch egress except T0 -> host (the last hop to the receiver,
 as MRC expects), so a cross-rack path h -> T0 -> T1 -> T0' -> h' has two marking hops
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from labs import netns
-from labs.check import Encoding, build_probe
+from labs.check import INNER_LEN, IPPROTO_IPV6, Encoding, build_probe
 from labs.paths import paths
 from labs.topology import Topology, from_dict, namespace
 from srv6.path import SrPath
@@ -54,12 +55,17 @@ def ecn_lab(running_lab: RunningLab) -> Iterator[tuple[str, Topology]]:
         yield name, topo
 
 
-def _receiver(lab: str, host: str, path: SrPath) -> socket.socket:
+def _receiver(lab: str, host: str, path: SrPath, encoding: Encoding) -> socket.socket:
+    """A UDP socket on PORT, or for encap a raw IPPROTO_IPV6 one, which gets the inner
+    packet and the outer header's traffic class (docs/protocol.md, "Encapsulation")."""
+    encap = encoding == "encap"
     with netns.entered(namespace(lab, host)):
-        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        kind, proto = (socket.SOCK_RAW, IPPROTO_IPV6) if encap else (socket.SOCK_DGRAM, 0)
+        rx = socket.socket(socket.AF_INET6, kind, proto)
     rx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    rx.bind((str(path.dst), PORT))
+    if not encap:
+        rx.bind((str(path.dst), PORT))
     rx.setblocking(False)
     return rx
 
@@ -74,9 +80,13 @@ def _tclass(ancdata: list[tuple[int, int, bytes]]) -> int:
 def _drain(rx: socket.socket, nonce: bytes, got: dict[int, int]) -> None:
     while True:
         try:
-            data, anc, _, _ = rx.recvmsg(64, socket.CMSG_SPACE(4))
+            data, anc, _, _ = rx.recvmsg(128, socket.CMSG_SPACE(4))
         except BlockingIOError:
             return
+        if rx.proto == IPPROTO_IPV6:  # inner IPv6 + UDP, then the payload
+            data = data[INNER_LEN:] if data[42:44] == PORT.to_bytes(2, "big") else b""
+        if len(data) != _SEQ.size:
+            continue
         run, seq = _SEQ.unpack(data)
         if run == nonce:
             got[seq] = _tclass(anc) & 0b11
@@ -106,7 +116,7 @@ def send(
     back or paced ``gap`` seconds apart (pacing is the stimulus, not a wait)."""
     nonce = os.urandom(8)
     got: dict[int, int] = {}
-    rx = _receiver(lab, dst, path)
+    rx = _receiver(lab, dst, path, encoding)
     with netns.entered(namespace(lab, src)):
         tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     with rx, tx:
@@ -127,7 +137,7 @@ def _tolerance(p: float, n: int) -> float:
     return 5 * math.sqrt(p * (1 - p) / n)  # five binomial standard deviations
 
 
-@pytest.mark.parametrize("encoding", ["usid", "srh"])
+@pytest.mark.parametrize("encoding", ["usid", "srh", "encap"])
 def test_cross_rack_path_marks_at_the_two_fabric_hops(
     ecn_lab: tuple[str, Topology], encoding: Encoding
 ) -> None:
@@ -143,7 +153,7 @@ def test_cross_rack_path_marks_at_the_two_fabric_hops(
     assert abs(fraction - expected) < _tolerance(expected, len(ecn))
 
 
-@pytest.mark.parametrize("encoding", ["usid", "srh"])
+@pytest.mark.parametrize("encoding", ["usid", "srh", "encap"])
 def test_same_rack_path_is_never_marked(ecn_lab: tuple[str, Topology], encoding: Encoding) -> None:
     """host -> T0 -> host: the only switch egress is the last hop, which never marks."""
     lab, topo = ecn_lab

@@ -85,15 +85,16 @@ def data_packet(
     path: SrPath, encoding: Encoding, psn: int, dscp: int = DSCP_DATA, ecn: Ecn = Ecn.ECT0
 ) -> tuple[bytes, str]:
     """A WRITE_MIDDLE of PAYLOAD bytes (its psn also in the EV) and its first hop."""
-    first = path.usid_dst if encoding == "usid" else path.segments[0]
+    first = path.segments[0] if encoding == "srh" else path.usid_dst
     ph = PathHeader(
         src=path.src.packed,
         dst=first.packed,
-        final_dst=path.dst.packed if encoding == "usid" else None,
+        final_dst=None if encoding == "srh" else path.dst.packed,
         segments=tuple(s.packed for s in path.segments) if encoding == "srh" else (),
         ev=0x8000_0000 | psn,
         dscp=dscp,
         ecn=ecn,
+        encap=encoding == "encap",
     )
     header = DataHeader(
         Common(Opcode.WRITE_MIDDLE, Flags.TS, 0x1111, 0x2222),
@@ -185,12 +186,16 @@ def capture(lab: str, host: str) -> Iterator[Callable[[], list[Arrival]]]:
 
 def parse(frame: bytes) -> Arrival | None:
     """An MRC packet of this test (dst_conn 0x1111), with its checksum verified over the
-    final destination: segments[0] of an SRH, else the destination (RFC 8200 8.1)."""
+    final destination: segments[0] of an SRH, the inner header's addresses when
+    encapsulated (whose length must match too), else the destination (RFC 8200 8.1)."""
     ip6 = frame[14:]
     tclass = ((ip6[0] & 0x0F) << 4) | (ip6[1] >> 4)
-    final, off = ip6[24:40], 40
+    src, final, off = ip6[8:24], ip6[24:40], 40
     if ip6[6] == 43:
         final, off = ip6[48:64], 40 + 8 + 8 * ip6[41]
+    elif ip6[6] == 41:
+        assert struct.unpack_from("!H", ip6, 44)[0] == len(ip6) - 80  # inner payload length
+        src, final, off = ip6[48:64], ip6[64:80], 80
     udp = ip6[off:]
     if len(udp) < STUB_L4 or struct.unpack_from("!H", udp, 2)[0] != 4791:
         return None
@@ -206,12 +211,12 @@ def parse(frame: bytes) -> Arrival | None:
         psn=struct.unpack_from("!I", udp, 20)[0],
         udp_len=udp_len,
         mrc_header=bytes(udp[8:STUB_L4]),
-        checksum_ok=csum == udp6_checksum(ip6[8:24], final, udp),
+        checksum_ok=csum == udp6_checksum(src, final, udp),
     )
 
 
 def _mrc_header(pkt: bytes) -> bytes:
-    off = 40 + (8 + 8 * pkt[41] if pkt[6] == 43 else 0)
+    off = 40 + (8 + 8 * pkt[41] if pkt[6] == 43 else 40 if pkt[6] == 41 else 0)
     return pkt[off + 8 : off + STUB_L4]
 
 
@@ -223,8 +228,9 @@ def _delta(after: dict[str, int], before: dict[str, int], key: str) -> int:
     return after[key] - before[key]
 
 
-def _both_encodings(path: SrPath) -> Callable[[int], tuple[bytes, str]]:
-    return lambda psn: data_packet(path, "usid" if psn % 4 < 2 else "srh", psn)
+def _every_encoding(path: SrPath) -> Callable[[int], tuple[bytes, str]]:
+    encodings: tuple[Encoding, ...] = ("usid", "usid", "srh", "srh", "encap", "encap")
+    return lambda psn: data_packet(path, encodings[psn % 6], psn)
 
 
 def _burst_to(
@@ -233,7 +239,7 @@ def _burst_to(
     senders: tuple[str, str],
     dst: str,
     port: tuple[str, str],
-    make: Callable[[SrPath], Callable[[int], tuple[bytes, str]]] = _both_encodings,
+    make: Callable[[SrPath], Callable[[int], tuple[bytes, str]]] = _every_encoding,
 ) -> tuple[dict[int, bytes], list[Arrival], dict[str, int]]:
     """Both senders' bursts to dst; (sent, arrivals, the congested port's counter deltas)."""
     before = _port(lab, topo, *port) | _high_class(lab, *port)
@@ -262,7 +268,7 @@ def _check_stubs(
     for a in got:
         assert a.checksum_ok, f"psn {a.psn}: bad UDP checksum over the final destination"
         assert a.mrc_header == _mrc_header(sent[a.psn])
-        srh = len(sent[a.psn]) - 40 - STUB_L4 - PAYLOAD  # the SRH a stub keeps
+        srh = len(sent[a.psn]) - 40 - STUB_L4 - PAYLOAD  # the SRH or inner header it keeps
         if a.udp_len == STUB_L4:
             assert (a.dscp, a.frame_len) == (dscp, 14 + 40 + srh + STUB_L4)
         else:
@@ -278,7 +284,7 @@ def test_a_burst_through_a_shaped_port_arrives_in_part_as_stubs_with_intact_head
     assert sorted(a.psn for a in got) == sorted(sent)  # every packet, whole or as a stub
     stubs = _check_stubs(sent, got, DSCP_TRIMMED)
     assert 0.3 * len(sent) < len(stubs) < 0.7 * len(sent)  # 200 Mbit/s into 100
-    assert {len(sent[a.psn]) > 40 + STUB_L4 + PAYLOAD for a in stubs} == {True, False}  # SRH, uSID
+    assert {sent[a.psn][6] for a in stubs} == {17, 43, 41}  # uSID, SRH, encap: all trimmed
     assert (d["trimmed"], d["trimmed_bytes"]) == (len(stubs), len(stubs) * PAYLOAD)
     assert (d["dropped"], d["trim_errors"]) == (0, 0)
     # the stubs jumped the queue, and htb measured them as stubs (sent through the egress

@@ -59,6 +59,21 @@ def test_transfer_sizes_verified(
     assert end["sum_received"]["bits_per_second"] > 0
 
 
+def test_encap_transfer_verified(lab: str, tmp_path: Path) -> None:
+    """The encap encoding (IPv6-in-IPv6 on the uSID path): a verified transfer, every SACK
+    decapsulated by the client without a bad packet, the inner header out of the MSS."""
+    rc, usid = one_shot(lab, tmp_path, "-n", "1", "--encoding", "usid")
+    rc_encap, doc = one_shot(lab, tmp_path, "-n", "300K", "--encoding", "encap")
+    end = doc["end"]
+    assert (rc, rc_encap) == (0, 0)
+    assert end["verified"] is True
+    assert end["sum_received"]["bytes"] == 300 * 1024
+    assert doc["start"]["test_start"]["encoding"] == "encap"
+    assert end["endpoint"]["bad_packets"] == {}
+    assert end["endpoint"]["datagrams_received"] > 0
+    assert doc["start"]["test_start"]["mss"] == usid["start"]["test_start"]["mss"] - 40
+
+
 def test_parallel_four(lab: str, tmp_path: Path) -> None:
     rc, doc = one_shot(lab, tmp_path, "-n", "8M", "-P", "4")
     end = doc["end"]

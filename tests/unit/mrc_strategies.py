@@ -96,15 +96,17 @@ def _path_fields() -> st.SearchStrategy[dict[str, object]]:
 
 @st.composite
 def paths(draw: st.DrawFn, kind: str | None = None) -> PathHeader:
-    """A transmit PathHeader: "plain", "usid" (2-6 uSIDs) or "srh" (1-6 segments)."""
-    kind = kind or draw(st.sampled_from(["plain", "usid", "srh"]))
+    """A transmit PathHeader: "plain", "usid" (2-6 uSIDs), "encap" (the same on an outer
+    header, an inner one to the final destination) or "srh" (1-6 segments)."""
+    kind = kind or draw(st.sampled_from(["plain", "usid", "encap", "srh"]))
     src = draw(ADDRESSES)
     fields = draw(_path_fields())
-    if kind == "usid":
+    if kind in ("usid", "encap"):
         usids = draw(st.lists(st.integers(1, 0xFFFF), min_size=2, max_size=usid.MAX_USIDS))
         container = usid.pack(BLOCK, usids)
         final = usid.final_destination(container)
-        return PathHeader(src, container.packed, final.packed, **fields)  # type: ignore[arg-type]
+        encap = kind == "encap"
+        return PathHeader(src, container.packed, final.packed, encap=encap, **fields)  # type: ignore[arg-type]
     if kind == "srh":
         segments = tuple(draw(st.lists(ADDRESSES, min_size=1, max_size=6)))
         return PathHeader(src, segments[0], None, segments, **fields)  # type: ignore[arg-type]
@@ -138,5 +140,6 @@ def deliver(path: PathHeader, packet: bytes) -> bytes:
 
 
 def received_path(path: PathHeader, packet: bytes) -> PathHeader:
-    """What decode_untrusted should report for ``path`` given the delivered ``packet``."""
-    return replace(path, dst=packet[24:40], final_dst=None)
+    """What decode_untrusted should report for ``path`` given the delivered ``packet``
+    (encapsulated: the inner destination too)."""
+    return replace(path, dst=packet[24:40], final_dst=path.final_dst if path.encap else None)

@@ -14,7 +14,8 @@ import pytest
 
 from mrc_transport import wire
 from mrc_transport.io import batchio
-from mrc_transport.io.sockets import IPV6_TCLASS, open_rx
+from mrc_transport.io.sockets import IPV6_TCLASS, open_rx, open_rx_encap
+from mrc_transport.wire import frames
 from mrc_transport.wire.frames import (
     Common,
     DataHeader,
@@ -25,16 +26,18 @@ from mrc_transport.wire.frames import (
     ProbeHeader,
     SackHeader,
 )
-from mrc_transport.wire.records import RxMeta
+from mrc_transport.wire.records import RX_BAD_INNER, RX_META, RxMeta
 from srv6.checksum import udp6_checksum
 
 LOOPBACK = socket.inet_pton(socket.AF_INET6, "::1")
 SLOT = 1024
 TCLASS = 0x2A << 2 | 0b10  # DSCP 42, ECT(0)
 
-RECEIVERS: list[Callable[[int, int], batchio.BurstReceiver]] = [batchio.PyBurstReceiver]
+RECEIVERS: list[Callable[..., batchio.BurstReceiver]] = [batchio.PyBurstReceiver]
 RAW_SENDERS: list[Callable[..., int]] = [batchio.py_send_raw6]
 if batchio.BACKEND == "c":
+    from mrc_transport import _fastpath
+
     RECEIVERS.append(batchio.CBurstReceiver)
     RAW_SENDERS.append(batchio.c_send_raw6)
 
@@ -309,3 +312,103 @@ def test_add_many_raises_as_add_does_with_the_ones_before_added(
         enc.add_many(items)
     assert len(enc) == (4 if bad == "count" else 2)
     assert [enc.packet(i) for i in range(len(enc))] == [wire.encode(*items[0])] * len(enc)
+
+
+# ------------------------------------------------------------------ the encap encoding
+
+
+def _encap_packets(port: int, nonce: bytes) -> tuple[list[bytes], list[bytes]]:
+    """(good, bad) encapsulated probes from ::1 to [::1]:port, ``nonce`` in each so a test
+    knows its own among what the raw socket sees. The outer header says CE, the inner
+    ECT(0): the receiver reports the outer one (the switches mark it)."""
+    path = PathHeader(src=LOOPBACK, dst=LOOPBACK, ev=0x8001_2345, dport=port, encap=True)
+    good = []
+    for i in range(5):
+        probe = ProbeHeader(Common(Opcode.PROBE, Flags.NONE, i, 2), int.from_bytes(nonce), 0, 0)
+        packet = bytearray(wire.encode(path, probe))
+        packet[1] |= 0x30  # outer ECN = CE (no checksum covers the outer header)
+        good.append(bytes(packet))
+    cut = bytearray(good[0][:104])  # the inner header whole, its UDP cut after the nonce
+    cut[4:6] = (64).to_bytes(2, "big")
+    wrong_sum = bytearray(good[1])
+    wrong_sum[-1] ^= 1
+    short = bytearray(good[2][:80] + nonce[:3])  # too short for a UDP port: the nonce's
+    short[4:6] = (43).to_bytes(2, "big")  # first bytes, the inner source the rest
+    short[48:64] = nonce * 4
+    return good, [bytes(cut), bytes(wrong_sum), bytes(short)]
+
+
+def _ours(nonce: bytes, data: bytes) -> bool:
+    return nonce in data or nonce * 4 in data
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
+@pytest.mark.parametrize("make", RECEIVERS, ids=lambda c: c.__name__)
+def test_encap_burst_is_decapsulated(make: Callable[..., batchio.BurstReceiver]) -> None:
+    """What a raw IPPROTO_IPV6 socket delivers, decapsulated in place: the UDP payload at
+    the start of its slot, the inner source, destination and source port, the outer
+    traffic class; a bad inner packet is marked, not dropped silently, nor a crash. One
+    for another port the socket's filter keeps out (sent first, so it would be first in)."""
+    port, nonce = 40000 + os.getpid() % 20000, os.urandom(4)
+    good, bad = _encap_packets(port, nonce)
+    other_port = _encap_packets(port + 1, nonce)[0][0]
+    rx = open_rx_encap(port)
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        for packet in [other_port, *good, *bad]:
+            raw.sendto(packet, ("::1", 0))
+        receiver = make(64, SLOT, port)
+        got: Batch = []
+        while len(got) < len(good) + len(bad):
+            assert select.select([rx], [], [], 2.0)[0], f"only {len(got)} arrived"
+            got += [(m, d) for m, d in _slots(receiver, rx) if _ours(nonce, d)]
+    finally:
+        rx.close()
+        raw.close()
+    ok = [(m, d) for m, d in got if not m[1]]
+    assert [d for _, d in ok] == [p[88:] for p in good]
+    assert {m[2:] for m, _ in ok} == {(TCLASS_CE, 0x8001, 0x12345, LOOPBACK, LOOPBACK)}
+    marked = [m for m, _ in got if m[1]]
+    assert [m[1] for m in marked] == [RX_BAD_INNER] * len(bad)
+
+
+def _slots(receiver: batchio.BurstReceiver, rx: socket.socket) -> Batch:
+    out = []
+    for i, meta in enumerate(receiver.recv(rx)):
+        off = i * receiver.slot_size
+        out.append((meta, bytes(receiver.view[off : off + meta[0]])))
+    return out
+
+
+TCLASS_CE = frames.DSCP_DATA << 2 | 0b11  # PathHeader's DSCP, CE
+
+
+@pytest.mark.skipif(batchio.BACKEND != "c", reason="the C fast path is not loaded")
+def test_c_and_python_decapsulators_agree() -> None:
+    """mrc_decap_burst and decap_slot on the same slots: the same metas, the same bytes,
+    for good inner packets, cut ones, wrong ones and ones for another port."""
+    port = 4791
+    good, bad = _encap_packets(port, b"\x01\x02\x03\x04")
+    inner = [p[40:] for p in good + bad]
+    other_port = _encap_packets(port + 1, b"\x05\x06\x07\x08")[0][0][40:]
+    inner += [other_port, b"", inner[0][:47]]
+    results = []
+    for decap in ("c", "python"):
+        receiver = batchio.CBurstReceiver(len(inner), SLOT, port)
+        metas: list[RxMeta] = []
+        for i, data in enumerate(inner):
+            receiver.view[i * SLOT : i * SLOT + len(data)] = data
+            metas.append((len(data), 0, TCLASS_CE, 0, 0x12345, bytes(16), bytes(16)))
+        if decap == "c":
+            dec = receiver.decoder
+            for i, m in enumerate(metas):
+                RX_META.pack_into(dec._meta_view, i * RX_META.size, *m)
+            _fastpath.lib.mrc_decap_burst(dec.c_buf, SLOT, dec.c_metas, len(inner), port)
+            metas = dec.metas(len(inner))
+        else:
+            metas = [
+                batchio.decap_slot(receiver.view, i * SLOT, m, port) for i, m in enumerate(metas)
+            ]
+        results.append((metas, bytes(receiver.view)))
+    assert results[0] == results[1]
+    assert [m[1] for m in results[0][0]] == [0] * len(good) + [RX_BAD_INNER] * (len(bad) + 3)

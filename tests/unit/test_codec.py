@@ -221,16 +221,25 @@ def test_mutated_packets_raise_only_bad_packet(packet: bytes) -> None:
         assert reason in REASONS
         return
     # Whatever survives is what the encoder builds from the parse, except for the bits
-    # the parser ignores: flow label bits 16-19 (not part of the EV) and the reserved byte.
-    rebuilt = encode(replace(parsed.path, final_dst=parsed.path.dst), parsed.header, parsed.payload)
-    if not parsed.path.segments:
-        assert _ignored_bits_cleared(rebuilt) == _ignored_bits_cleared(packet)
+    # the parser ignores: flow label bits 16-19 (not part of the EV) and the reserved byte,
+    # and an encapsulated packet's outer source and inner class, label and hop limit (the
+    # inner source and the outer class, label and hop limit are the ones read).
+    path = parsed.path
+    final = path.final_dst if path.encap else path.dst
+    rebuilt = encode(replace(path, final_dst=final), parsed.header, parsed.payload)
+    if not path.segments:
+        encap = path.encap
+        assert _ignored_bits_cleared(rebuilt, encap) == _ignored_bits_cleared(packet, encap)
 
 
-def _ignored_bits_cleared(packet: bytes) -> bytes:
+def _ignored_bits_cleared(packet: bytes, encap: bool = False) -> bytes:
     out = bytearray(packet)
     out[1] &= 0xF0
-    out[51] = 0
+    if encap:
+        out[8:24] = bytes(16)
+        out[40:44] = b"\x60\0\0\0"
+        out[47] = 0
+    out[51 + 40 * encap] = 0
     return bytes(out)
 
 

@@ -57,9 +57,11 @@ known_flags = st.integers(0, 0x0F).map(Flags)
 
 @st.composite
 def paths(draw: st.DrawFn) -> PathHeader:
-    """A uSID path (no SRH, maybe a final_dst) or an SRH path of 1 to 8 segments."""
+    """A uSID path (no SRH, maybe a final_dst, maybe encapsulated) or an SRH path of 1 to 8
+    segments."""
     segments = tuple(draw(st.lists(addresses, max_size=8)))
     return PathHeader(
+        encap=not segments and draw(st.booleans()),
         src=draw(addresses),
         dst=draw(addresses),
         final_dst=draw(st.none() | addresses),
@@ -293,21 +295,20 @@ def test_arbitrary_bytes(buf: bytes) -> None:
 @given(st.binary(max_size=120))
 def test_arbitrary_bytes_behind_a_valid_ipv6_header(tail: bytes) -> None:
     # Reach past the first checks: version 6 and a payload length that matches.
-    for next_header in (17, 43, 0):
+    for next_header in (17, 43, 41, 0):
         head = bytes([0x60, 0, 0, 0]) + len(tail).to_bytes(2, "big") + bytes([next_header, 64])
         assert_same_parse(head + bytes(32) + tail)
 
 
 def _fix_checksum(packet: bytearray, path: PathHeader) -> None:
     """Recompute the UDP checksum so a mutation reaches the checks behind it."""
-    l4 = 40 + (8 + 16 * len(path.segments) if path.segments else 0)
-    if len(packet) < l4 + 8 or packet[6] != (43 if path.segments else 17):
+    l4 = 40 + (8 + 16 * len(path.segments) if path.segments else 40 if path.encap else 0)
+    if len(packet) < l4 + 8 or packet[6] != (43 if path.segments else 41 if path.encap else 17):
         return
-    final = bytes(packet[48:64]) if path.segments else bytes(packet[24:40])
+    src = bytes(packet[48:64]) if path.encap else bytes(packet[8:24])
+    final = bytes(packet[48:64]) if path.segments else bytes(packet[l4 - 16 : l4])
     packet[l4 + 6 : l4 + 8] = b"\0\0"
-    packet[l4 + 6 : l4 + 8] = checksum.udp6_checksum(
-        bytes(packet[8:24]), final, packet[l4:]
-    ).to_bytes(2, "big")
+    packet[l4 + 6 : l4 + 8] = checksum.udp6_checksum(src, final, packet[l4:]).to_bytes(2, "big")
 
 
 @SETTINGS
@@ -481,6 +482,81 @@ def test_every_reason_is_reachable_and_shared() -> None:
     assert assert_same_parse(bytes(ack_packet)) == ("BadPacket", "bad_field")
 
 
+# ------------------------------------------------------------------ decapsulation (encap)
+
+
+def assert_same_decap(inner: bytes, **kwargs: Any) -> object:
+    """Both decapsulators give the same (source, destination, source port) or reason."""
+
+    def one(decap: Callable[..., tuple[bytes, bytes, int]]) -> object:
+        try:
+            return decap(inner, **kwargs)
+        except BadPacket as exc:
+            return ("BadPacket", exc.reason)
+
+    expected = one(codec.decap_untrusted)
+    assert one(fast.decap_untrusted) == expected
+    return expected
+
+
+@SETTINGS
+@given(frames(), st.booleans())
+def test_identical_decaps(frame: tuple[PathHeader, Header, bytes], filter_port: bool) -> None:
+    """What a raw IPPROTO_IPV6 socket delivers of an encapsulated packet (the outer header
+    stripped): the NICs' addresses and the EV's source port, or the same reason."""
+    path, header, payload = frame
+    path = dataclasses.replace(path, segments=(), encap=True)
+    inner = codec.encode(path, header, payload)[40:]
+    got = assert_same_decap(inner, **({"dport": path.dport} if filter_port else {}))
+    assert got == (path.src, path.final_dst or path.dst, path.ev >> 16)
+
+
+@SETTINGS
+@given(
+    frames(),
+    st.lists(st.tuples(st.integers(0, 10_000), u8), min_size=1, max_size=4),
+    st.sampled_from(["flip", "truncate", "extend"]),
+)
+def test_mutated_decaps(
+    frame: tuple[PathHeader, Header, bytes], edits: list[tuple[int, int]], how: str
+) -> None:
+    path, header, payload = frame
+    path = dataclasses.replace(path, segments=(), encap=True)
+    inner = bytearray(codec.encode(path, header, payload)[40:])
+    mutate(inner, edits, how)
+    assert_same_decap(bytes(inner))
+
+
+@SETTINGS
+@given(st.binary(max_size=120))
+def test_arbitrary_decaps(buf: bytes) -> None:
+    assert_same_decap(buf)
+
+
+def test_decap_reasons_are_shared() -> None:
+    """A cut or wrong inner header is named the same by both; a good one gives the NICs'."""
+    path = PathHeader(src=b"\x0a" * 16, dst=b"\x0b" * 16, final_dst=b"\x0c" * 16, encap=True)
+    data = DataHeader(Common(Opcode.WRITE_ONLY, Flags.TS, 1, 2), 0, 0, 0, 3, 0)
+    packet = codec.encode(path, data, b"abc")
+    inner = packet[40:]
+    not_udp = bytearray(inner)
+    not_udp[6] = 6
+    cases = {
+        inner[:20]: "truncated",  # the inner header cut
+        inner[:44]: "truncated",  # its payload length says more than arrived
+        inner + b"\0": "bad_length",
+        bytes(not_udp): "not_udp",
+        inner[:46] + bytes([inner[46] ^ 1]) + inner[47:]: "bad_checksum",
+    }
+    for buf, reason in cases.items():
+        assert assert_same_decap(buf) == ("BadPacket", reason), reason
+    assert assert_same_decap(inner, dport=1) == ("BadPacket", "bad_port")
+    assert assert_same_decap(inner) == (b"\x0a" * 16, b"\x0c" * 16, 0)
+    outer_cut = bytearray(packet[:60])
+    outer_cut[4:6] = (20).to_bytes(2, "big")  # the outer length agrees: the inner is cut
+    assert assert_same_parse(bytes(outer_cut)) == ("BadPacket", "truncated")
+
+
 # ------------------------------------------------------------------ same errors on encode
 
 
@@ -494,6 +570,7 @@ def test_every_reason_is_reachable_and_shared() -> None:
         {"dport": -1},
         {"segments": (b"\0" * 16,) * 128},
         {"final_dst": b"\0" * 17},
+        {"encap": True, "segments": (b"\0" * 16,)},
     ],
 )
 def test_bad_paths_raise_valueerror_in_both(change: dict[str, Any]) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import itertools
 import math
+import os
 import random
+import select
 import socket
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol
@@ -23,7 +25,7 @@ from mrc_transport import wire
 from mrc_transport.io import batchio, transmit, tuning
 from mrc_transport.io import endpoint as ep_mod
 from mrc_transport.io.endpoint import MrcEndpoint
-from mrc_transport.io.sockets import Datagram
+from mrc_transport.io.sockets import Datagram, open_rx_encap
 from mrc_transport.io.tuning import IO_ACK_DELAY, IO_HOST_DELAY, IO_MAX_BURST, io_config
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.wire import frames
@@ -720,3 +722,30 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     else:
         assert not [t for t in later if t < 2 * tuning.RX_COALESCE]
         assert conn.counters.data_received == burst
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
+def test_bad_inner_packets_are_counted_by_reason() -> None:
+    """The encap encoding's receive path, on loopback: an inner packet cut short or with a
+    wrong checksum is counted by its reason and dropped; a good one reaches the core."""
+    ep = MrcEndpoint(config(), encoding="encap")
+    port = ep.port
+    lo = socket.inet_pton(socket.AF_INET6, "::1")
+    path = frames.PathHeader(src=lo, dst=lo, ev=0x8001_0001, dport=port, encap=True)
+    good = wire.encode(path, frames.ProbeHeader(Common(Opcode.PROBE, Flags.NONE, 77, 9), 1, 0, 0))
+    cut = bytearray(good[:84])  # four bytes of the inner UDP header
+    cut[4:6] = (44).to_bytes(2, "big")
+    wrong = good[:-1] + bytes([good[-1] ^ 1])
+    rx = open_rx_encap(port)
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        for packet in (bytes(cut), wrong, good):
+            raw.sendto(packet, ("::1", 0))
+        while ep.core.counters.unknown_connection < 1:
+            assert select.select([rx], [], [], 2.0)[0], "the good packet never arrived"
+            ep.rx.receive_ready(rx)
+    finally:
+        rx.close()
+        raw.close()
+    assert ep.rx.bad["truncated"] == 1
+    assert ep.rx.bad["bad_checksum"] == 1

@@ -1,4 +1,5 @@
-"""Cross-check the codec (live backend) against scapy both ways, for uSID and SRH packets:
+"""Cross-check the codec (live backend) against scapy both ways, for uSID, encap and SRH
+packets:
 build with ours -> dissect with scapy and compare every field, including the checksum as
 scapy computes it; build with scapy -> parse with ours. Also a pcap round trip."""
 
@@ -31,7 +32,7 @@ from srv6 import usid
 from tests.unit.mrc_strategies import deliver, packets
 
 CROSSCHECK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-KINDS = ["usid", "srh"]
+KINDS = ["usid", "encap", "srh"]
 
 
 def _body_fields(header: Header) -> dict[str, int]:
@@ -66,6 +67,18 @@ def assert_scapy_sees(wire: bytes, path: PathHeader, header: Header, payload: by
         assert srh.segleft == srh.lastentry == len(path.segments) - 1
         assert [IPv6Address(a).packed for a in srh.addresses] == list(path.segments[::-1])
         assert srh.tlv_objects == []
+    elif path.encap:  # RFC 2473: the inner header between the NICs, the same class and label
+        inner = theirs.payload
+        assert theirs.nh == 41
+        assert type(inner) is IPv6
+        assert (inner.nh, inner.plen, inner.tc, inner.fl) == (
+            17,
+            len(wire) - 80,
+            theirs.tc,
+            theirs.fl,
+        )
+        assert IPv6Address(inner.src).packed == path.src
+        assert IPv6Address(inner.dst).packed == path.final_dst
     else:
         assert theirs.nh == 17
     udp = theirs[UDP]
@@ -135,6 +148,8 @@ def build_with_scapy(path: PathHeader, header: Header, payload: bytes) -> bytes:
         ip = ip / IPv6ExtHdrSegmentRouting(
             addresses=[str(IPv6Address(s)) for s in reversed(path.segments)], nh=17
         )
+    elif path.encap:  # the outer header as delivered: the container shifted to the last uSID
+        ip = ip / ip.copy()
     common = header.common
     mrc = MRC(
         opcode=int(common.opcode),

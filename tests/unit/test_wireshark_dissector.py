@@ -123,6 +123,7 @@ def paths_of_each_kind() -> list[PathHeader]:
         PathHeader(SRC, DST, ev=EV),
         PathHeader(SRC, container.packed, final, ev=EV),
         PathHeader(SRC, hop, None, (hop, DST), ev=EV),
+        PathHeader(SRC, container.packed, final, ev=EV, encap=True),
     ]
 
 
@@ -144,7 +145,7 @@ def test_every_opcode_and_field_as_our_decoder_and_scapy_see_it(tmp_path: Path) 
         for path in paths_of_each_kind()
         for header, payload in every_opcode()
     ]
-    assert assert_dissected_like_ours(write(tmp_path / "every.pcap", wire)) == 3 * 14
+    assert assert_dissected_like_ours(write(tmp_path / "every.pcap", wire)) == 4 * 14
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -277,6 +278,30 @@ def test_the_no_trim_class_is_tagged_and_the_retransmission_class_is_plain_data(
     assert [bool(r["_ws.malformed"]) for r in rows] == [False, False]
     assert rows[0]["_ws.col.Info"].startswith("[NO_TRIM] [RTX] WRITE_MIDDLE PSN=6")
     assert rows[1]["_ws.col.Info"].startswith("[RTX] WRITE_MIDDLE PSN=7")
+
+
+def test_an_encapsulated_stub_is_read_from_its_outer_header(tmp_path: Path) -> None:
+    """The encap encoding: the switches trim and mark the outer header only; the inner
+    one keeps the data class. The outer DSCP decides, and the EV is still the EV."""
+    last = DataHeader(common(Opcode.WRITE_LAST), 7, 1, 17832, 18832, 3)
+    mrc = encode(PathHeader(SRC, DST, ev=EV), last, bytes(1000))[48 : 48 + 36]
+
+    def stub(outer_dscp: int) -> bytes:
+        def ip(dscp: int) -> IPv6:
+            return IPv6(
+                src=str(IPv6Address(SRC)), dst=str(IPv6Address(DST)), tc=dscp << 2 | 2, fl=EV
+            )
+
+        return bytes(ip(outer_dscp) / ip(26) / UDP(sport=EV >> 16, dport=MRC_UDP_PORT) / Raw(mrc))
+
+    rows = fields(
+        write(tmp_path / "encap-stubs.pcap", [stub(43), stub(26)]),
+        ("mrc.psn", "mrc.ev", "mrc.expert.trimmed", "_ws.malformed"),
+    )
+    assert [r["mrc.psn"] for r in rows] == ["7", "7"]
+    assert {r["mrc.ev"] for r in rows} == {f"{EV:#010x}"}
+    assert [bool(r["mrc.expert.trimmed"]) for r in rows] == [True, False]
+    assert [bool(r["_ws.malformed"]) for r in rows] == [False, True]
 
 
 # -- retransmissions, port, RoCE ----------------------------------------------------------
