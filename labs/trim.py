@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from labs import bpf
+from labs.errors import LabError
 from labs.plan import HTB_HIGH, HTB_LOW, PORT_PROGRAM, PortMap, build
 from labs.topology import Topology
 from mrc_transport.wire.frames import (
@@ -110,6 +111,11 @@ def port_counters(lab: str, topo: Topology) -> list[dict[str, Any]]:
         if op is None:
             continue
         value = entry["value"]
+        if missing := [name for name in COUNTERS if name not in value]:
+            raise LabError(
+                f"lab {lab!r} runs an older port program (no {missing[0]} counter): "
+                f"recreate it with `mrc lab down --name {lab}` and `mrc lab up`"
+            )
         out.append(
             {
                 "node": op.node,

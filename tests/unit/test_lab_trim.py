@@ -182,3 +182,26 @@ def test_without_clang_the_port_program_is_refused_in_one_line(
     with pytest.raises(LabError, match="need clang") as err:
         bpf.object_path(P.PORT_PROGRAM)
     assert "\n" not in str(err.value)
+
+
+def test_a_port_program_older_than_the_counters_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lab brought up by an older version keeps its older map layout: status says to
+    recreate the lab instead of failing on a counter the old program never had."""
+    from labs import bpf, trim
+    from labs.errors import LabError
+
+    topo = _bpf(preset("tiny-trim"))
+    op = next(op for op in P.build(topo) if isinstance(op, P.PortMap))
+    key = {"mac": list(bytes.fromhex(op.mac.replace(":", "")))}
+    full = dict.fromkeys(trim.COUNTERS, 0)
+    old = {name: 0 for name in trim.COUNTERS if name != "trimmed_rtx"}
+    for value, ok in ((full, True), (old, False)):
+        monkeypatch.setattr(bpf, "dump_map", lambda _pin, v=value: [{"key": key, "value": v}])
+        if ok:
+            assert trim.port_counters("x", topo)[0]["node"] == op.node
+            continue
+        with pytest.raises(LabError, match=r"older port program .*mrc lab down") as err:
+            trim.port_counters("x", topo)
+        assert "\n" not in str(err.value)
