@@ -69,6 +69,9 @@ class Flow:
     emulated RoCE reliable connection; None: MRC's own."""
     no_trim: bool = False
     """MRC: data in the no-trim class (--no-trim, both ends): dropped, not trimmed."""
+    cc_scope: str | None = None
+    """MRC: the sender's --cc-scope ("plane": a window per plane, ours); None: perf's
+    default (one window per connection, as published)."""
     nbytes: int | None = None
     """Send this many bytes (-n) instead of for ``seconds``: an MRC sender stops taking
     data at -t but delivers what it queued (up to 4 MiB, perf/session.py UNACKED_LIMIT), which
@@ -140,6 +143,8 @@ class Flows:
             argv += ["--recovery", flow.recovery]
         if flow.no_trim:
             argv.append("--no-trim")
+        if flow.cc_scope is not None:
+            argv += ["--cc-scope", flow.cc_scope]
         return perf_argv(*argv, "--json-stream", "-i", "0")
 
     # -- running ------------------------------------------------------------------------
