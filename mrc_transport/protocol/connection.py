@@ -725,7 +725,7 @@ class Connection:
             self.counters.probe_unknown += 1
             return
         self.counters.probe_replies += 1
-        self.reverse.probe_ok(value)
+        self.reverse.probe_ok(value, now, h.ts * 1e-9)
         # a reply to an earlier probe of this EV, late because of a queue, still proves
         # the path works (ours): requiring the latest one starved readmission
         clean = not h.common.flags & Flags.ECN_ECHO

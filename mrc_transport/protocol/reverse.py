@@ -14,13 +14,20 @@ A return path can die while the connection only receives: no data of its own cro
 so no loss retires its EV. So while the connection has no data in flight of its own (idle)
 and acknowledges something, one reverse EV, at random, is probed each ``probe_wait`` (OCP's
 2 ms EV probe timeout, or two probe RTTs if longer). The probe goes out on that EV; the
-peer's reply comes back on the peer's own EVs, so a reply proves the return path. A probe
-still unanswered when the next round falls due retires its EV as a timeout would (reason
-"return path", ASSUMED_BAD in the EV set, probed in the background and readmitted by one
+peer's reply comes back on the peer's own EVs, so a reply proves the return path.
+
+A probe is lost once a probe of the same plane sent at least half a round after it was
+answered (RACK's rule, RFC 8985), or once it waited ``PATIENCE_ROUNDS`` rounds and twice
+the time the latest reply took, whichever is longer (at most ``UNANSWERED_ROUNDS``
+rounds). A reply late behind a queue is not a dead path: in an
+incast every reply waits in its plane's last hop into this host, often longer than a
+round, and judging each probe by the next round retired a healthy return path every
+round. Its EV is then retired as a timeout would retire it (reason "return path",
+ASSUMED_BAD in the EV set, probed in the background and readmitted by one
 clean reply like any retired EV) and the set takes another usable EV of that plane,
-preferring one on another SRv6 path (ours: the paper gives neither the interval nor the
-rule). A connection that also sends data leaves its return paths to its data's losses,
-which retire the same EVs.
+preferring one on another SRv6 path. The interval, the rules and the sizes are ours: the
+paper gives none. A connection that also sends data leaves its return paths to its data's
+losses, which retire the same EVs.
 """
 
 from __future__ import annotations
@@ -31,6 +38,13 @@ import random
 from . import events
 from .counters import ConnCounters
 from .ev import Emit, Ev, EvInput, EvSet
+
+PATIENCE_ROUNDS = 3
+"""Rounds an unanswered probe waits at least before it is taken for lost (ours)."""
+UNANSWERED_ROUNDS = 25
+"""Rounds after which an unanswered probe is lost however slow its plane's replies were
+(ours: a quarter second at the default interval, past the deepest queue a lab port holds,
+256 KB at 20 Mbit/s or ~105 ms)."""
 
 
 class ReverseEvs:
@@ -58,8 +72,11 @@ class ReverseEvs:
         self.quiet = True
         """Nothing was acknowledged in the last round: the next acknowledgement starts the
         rounds' clock again, and the first probe goes a round after it."""
-        self.probing: Ev | None = None
-        """The reverse EV whose probe is unanswered (None: none)."""
+        self.outstanding: list[tuple[Ev, float]] = []
+        """The unanswered probes, oldest first: each one's EV and when it went."""
+        self.reply_time = 0.0
+        """How long the latest probe reply took (any probe of the connection's: the
+        reflected timestamp dates it, so a reply to a probe already judged lost counts)."""
         self.acks = 0
         """Acknowledgements sent since the last round: a quiet connection probes nothing."""
 
@@ -117,7 +134,7 @@ class ReverseEvs:
 
     def timer(self) -> float:
         """When ``due`` must run (inf: nothing acknowledged and no probe outstanding)."""
-        return self.next_round if self.acks or self.probing is not None else math.inf
+        return self.next_round if self.acks or self.outstanding else math.inf
 
     def due(self, now: float, idle: bool) -> Ev | None:
         """The round at ``now`` (if due): retire and replace the EV whose probe went
@@ -129,29 +146,54 @@ class ReverseEvs:
         if self.quiet:  # acknowledging again after a quiet spell: probe a round from now
             self.quiet = False
             return None
-        if self.probing is not None:
-            self._unanswered(self.probing, now)
+        lost = [ev for ev, t in self.outstanding if now - t >= self.patience]
+        if lost:
+            self.outstanding = [(ev, t) for ev, t in self.outstanding if ev not in lost]
+            for ev in lost:
+                self._unanswered(ev, now)
         acked, self.acks = self.acks, 0
         self.quiet = not acked
         if not idle or not acked or self.evs.pinned:
             return None
-        every = [e for p in self.evs.planes for e in self.members_of(p)]
+        waiting = {ev.value for ev, _ in self.outstanding}
+        every = [e for p in self.evs.planes for e in self.members_of(p) if e.value not in waiting]
         if not every:
             return None
-        self.probing = every[self.rng.randrange(len(every))]
+        probe = every[self.rng.randrange(len(every))]
+        self.outstanding.append((probe, now))
         self.counters.reverse_probes += 1
-        return self.probing
+        return probe
 
-    def probe_ok(self, value: int) -> None:
-        """A probe reply came back for the EV ``value``: its return path works."""
-        if self.probing is not None and self.probing.value == value:
-            self.probing = None
+    def probe_ok(self, value: int, now: float, sent: float) -> None:
+        """A probe reply came back for the EV ``value``: its return path works, and a probe
+        of the same plane sent half a round or more before it and still unanswered was lost
+        (RACK's rule). Only the same plane's: each plane's replies wait in that plane's last
+        hop into this host, whose queues differ by more than a round in an incast. ``sent``:
+        when the probe went, from the timestamp its reply reflects."""
+        self.reply_time = now - sent
+        hit = next(((ev, t) for ev, t in self.outstanding if ev.value == value), None)
+        if hit is None:
+            return
+        plane, sent = hit[0].plane, hit[1]
+        late = [
+            ev for ev, t in self.outstanding if ev.plane == plane and t <= sent - self.interval / 2
+        ]
+        self.outstanding = [
+            (ev, t) for ev, t in self.outstanding if ev.value != value and ev not in late
+        ]
+        for ev in late:
+            self._unanswered(ev, now)
+
+    @property
+    def patience(self) -> float:
+        """How long a probe may go unanswered before it is lost."""
+        slowest = UNANSWERED_ROUNDS * self.interval
+        return min(slowest, max(PATIENCE_ROUNDS * self.interval, 2 * self.reply_time))
 
     def _unanswered(self, ev: Ev, now: float) -> None:
-        """``ev``'s probe went unanswered for a whole round: its return path is taken for
-        dead. It is retired as a timeout would (if the floor allows) and leaves the set;
-        the next pick of its plane takes another EV."""
-        self.probing = None
+        """``ev``'s probe was lost: its return path is taken for dead. It is retired as a
+        timeout would (if the floor allows) and leaves the set; the next pick of its plane
+        takes another EV."""
         self.counters.reverse_retired += 1
         self.evs.apply(ev, EvInput.TIMEOUT, now, "return path")
         members = self.members.get(ev.plane, [])

@@ -8,13 +8,14 @@ import dataclasses
 import functools
 import itertools
 import random
+from collections.abc import Callable
 
 import pytest
 
 from mrc_transport.protocol import Config, Connection, ConnState, Transmit, events
 from mrc_transport.protocol.counters import ConnCounters
 from mrc_transport.protocol.ev import EvSet, EvState
-from mrc_transport.protocol.reverse import ReverseEvs
+from mrc_transport.protocol.reverse import PATIENCE_ROUNDS, ReverseEvs
 from mrc_transport.wire import frames
 from mrc_transport.wire.frames import Opcode
 from tests.sim.fabric import Fabric, Host
@@ -216,3 +217,66 @@ def test_go_back_n_keeps_its_evs_and_probes_nothing() -> None:
     for t in range(3):
         rev.note_ack()
         assert rev.due(t * rev.interval, idle=True) is None
+
+
+def _probing(per_plane: int = 2) -> ReverseEvs:
+    evs = EvSet(paths(), SMALL_CFG, random.Random(1), 1, lambda e: None)
+    return ReverseEvs(evs, per_plane, random.Random(2), ConnCounters(), lambda e: None)
+
+
+def _play(rev: ReverseEvs, rounds: int, delay: Callable[[int], float | None]) -> None:
+    """A receiver acknowledging for ``rounds`` rounds whose k-th probe is answered
+    ``delay(k)`` rounds after it went (None: never), replies handed in as they arrive."""
+    step = rev.interval
+    replies: list[tuple[float, int]] = []
+    sent: dict[int, float] = {}
+    k = 0
+    for tick in range(rounds * 10):
+        now = tick * step / 10
+        for t, value in sorted(r for r in replies if r[0] <= now):
+            replies.remove((t, value))
+            rev.probe_ok(value, t, sent[value])
+        rev.note_ack()
+        if rev.timer() <= now and (probe := rev.due(now, idle=True)) is not None:
+            d = delay(k)
+            sent[probe.value] = now
+            if d is not None:
+                replies.append((now + d * step, probe.value))
+            k += 1
+
+
+def test_replies_late_behind_an_incasts_queue_retire_a_path_only_as_it_builds() -> None:
+    """An incast: from the 6th probe on, every reply waits 4.5 rounds in the last hop
+    into this host and comes back in order. No return path is dead: the probes in flight
+    as the queue builds may be taken for lost, none once a late reply was seen (judged
+    by the next round, every probe was: one a round)."""
+    rev = _probing()
+    _play(rev, 60, lambda k: 0.2 if k < 5 else 4.5)
+    assert rev.counters.reverse_probes > 40
+    assert rev.counters.reverse_retired <= 2
+    assert rev.patience == pytest.approx(9 * rev.interval)
+
+
+def test_a_probe_never_answered_is_lost_after_three_rounds_or_twice_the_latest_reply() -> None:
+    rev = _probing(per_plane=1)
+    _play(rev, 40, lambda k: None if k == 3 else 0.2)
+    assert rev.counters.reverse_retired == 1
+    slow = _probing(per_plane=1)
+    _play(slow, 40, lambda k: None if k == 12 else 2.5)
+    assert slow.counters.reverse_retired == 1
+    assert slow.patience == pytest.approx(5 * slow.interval)  # twice 2.5 rounds
+    assert rev.patience == pytest.approx(PATIENCE_ROUNDS * rev.interval)
+
+
+def test_a_probe_a_later_reply_of_its_plane_overtook_is_lost_and_its_ev_replaced() -> None:
+    rev = _probing()
+    lost, later = rev.members_of(0)
+    [other] = rev.members_of(1)[:1]
+    step = rev.interval
+    rev.outstanding = [(lost, 0.0), (other, 0.1 * step), (later, step)]
+    rev.probe_ok(later.value, 1.5 * step, step)
+    assert rev.counters.reverse_retired == 1  # the plane's older probe, no other plane's
+    assert rev.evs.by_value[lost.value].state is EvState.ASSUMED_BAD
+    assert lost not in rev.members[0]
+    assert len(rev.members[0]) == 2
+    assert [ev for ev, _ in rev.outstanding] == [other]
