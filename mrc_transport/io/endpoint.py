@@ -262,6 +262,8 @@ class MrcEndpoint:
         if not tx.can_send() or now < pacer.next_at:
             # the kernel pushed back on every port, or the pacer holds the next burst
             pacer.pending = True
+            if tx.can_send():
+                self._resend_trimmed(now)
             return False
         out = core.burst_to_send(now)
         pacer.pending = False
@@ -272,6 +274,16 @@ class MrcEndpoint:
         pacer.sent(now, nbytes, len(tx.planes), len(core.ports_busy))
         pacer.pending = tx.sent - sent >= self.cfg.max_burst
         return pacer.pending and now >= pacer.next_at
+
+    def _resend_trimmed(self, now: float) -> None:
+        """Trimmed packets' resends go at once, ahead of the pacer: their bytes left the
+        queue that trimmed them, and the receiver misses them now. Behind a large burst of
+        new data the pacer held them for its whole length (ours; the burst's debt stays
+        with the pacer)."""
+        out = self.core.trimmed_to_send(now)
+        if out:
+            nbytes = self.tx.transmit(out)
+            self.pacer.sent(now, nbytes, len(self.tx.planes), len(self.core.ports_busy))
 
     def _port_down(self, tx: Transmit) -> None:
         """The kernel refused a packet because our port is down: certain, so the core

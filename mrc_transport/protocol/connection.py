@@ -356,6 +356,10 @@ class Connection:
             self.sender.port_down(plane)
         return True
 
+    def trimmed_waiting(self) -> int:
+        """Trimmed packets waiting for their resend (``Sender.trimmed_waiting``)."""
+        return self.sender.trimmed_waiting() if self.sending else 0
+
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must run next (None: never)."""
         if self.state is ConnState.CLOSED:

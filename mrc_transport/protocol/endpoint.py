@@ -172,6 +172,17 @@ class Endpoint:
             budget -= conn.fill_burst(now, out, share)
         return out
 
+    def trimmed_to_send(self, now: float) -> list[Outgoing]:
+        """Only the resends of trimmed packets (``Connection.trimmed_waiting``), each
+        connection's with its queued control packets: what the IO layer sends ahead of its
+        pacing."""
+        out: list[Outgoing] = []
+        for conn in self.connections.values():
+            n = conn.trimmed_waiting()
+            if n:
+                conn.fill_burst(now, out, n)
+        return out
+
     def control_to_send(self, now: float | None = None) -> list[Transmit]:
         """Every connection's queued control packets (Connection.control_to_send)."""
         out: list[Transmit] = []

@@ -234,6 +234,11 @@ class Sender:
         self.counters.bytes_sent += nbytes
         return n
 
+    def trimmed_waiting(self) -> int:
+        """Trimmed packets queued for their resend (a NACK named them): what the IO layer
+        sends at once, ahead of its pacing (io/endpoint.py ``pump``)."""
+        return sum(1 for rank, _ in self._rtx if rank == 0) if self._rtx else 0
+
     def _next_rtx(self) -> SentPacket | None:
         while self._rtx:
             pkt = self.inflight.get(self._rtx[0][1])

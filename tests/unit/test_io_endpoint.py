@@ -274,6 +274,31 @@ def test_bursts_are_paced_at_the_nic_rate(
     assert total >= rate / 8 * span - burst
 
 
+def test_a_trimmed_packets_resend_goes_ahead_of_the_pacer(
+    fake: FakeWire, make_endpoint: MakeEndpoint
+) -> None:
+    """A NACK named a trimmed packet while the pacer holds the next burst: its resend goes
+    at once, and only it (new data still waits for the pacer)."""
+    ep, conn, clock = make_endpoint(1e8)
+    ep.handles[conn.conn].send(bytes(4 * IO_MAX_BURST * MSS))
+    ep.pump(clock.now)
+    first = data_psns(fake.sent)
+    assert len(first) == IO_MAX_BURST
+    clock.now += 1e-6
+    assert clock.now < ep.pacer.next_at  # the pacer holds the next burst
+    trimmed = conn.sender.inflight.get(first[3])
+    assert trimmed is not None
+    conn.sender._requeue(trimmed, "trimmed")  # as Sender.on_nack does for a trim NACK
+    n = len(fake.sent)
+    assert ep.pump(clock.now) is False
+    assert data_psns(fake.sent[n:]) == [first[3]]
+    assert conn.sender.trimmed_waiting() == 0
+    conn.sender._requeue(conn.sender.inflight.get(first[4]), "loss")  # type: ignore[arg-type]
+    n = len(fake.sent)
+    ep.pump(clock.now)
+    assert data_psns(fake.sent[n:]) == []  # a loss found by RACK waits for the pacer
+
+
 def test_enobufs_is_backpressure_not_loss(fake: FakeWire, endpoint: Pumped) -> None:
     ep, conn, clock = endpoint
     refused = RefusalSpy(ep, forward=False).refused
