@@ -133,36 +133,22 @@ class Connection:
         self.counters = ConnCounters()
         self._events: deque[events.Event] = deque()
         self.evs = EvSet(paths, cfg, rng, conn, self._events.append, ports_busy)
-        # a generator of its own: the set's draws leave the spraying's sequence as it was
-        self.reverse = ReverseEvs(
-            self.evs, cfg.reverse_evs, random.Random(conn), self.counters, self._events.append
-        )
+        self.reverse = self._reverse_evs(now)
         """The EVs our acknowledgements and replies go on, probed while idle (reverse.py)."""
-        self.reverse.now = now
         self.cc = PlaneWindows(cfg, self.evs.planes)
         self.scheduler = make_scheduler(
             cfg.scheduler, rng, self.cc.alpha, equal=cfg.cc_scope == "connection"
         )
         self.initial_psn = rng.getrandbits(32)
         self.commons = Commons(conn)
-        self.sender = Sender(
-            cfg,
-            self.initial_psn,
-            self.evs,
-            self.scheduler,
-            self.cc,
-            self.counters,
-            self._events.append,
-            conn,
-            self.commons,
-        )
+        self.sender = self._sender()
         self.receiver: Receiver | None = None
         self.state = ConnState.SETUP_SENT
         self._control: list[Transmit] = []
         self._sack_owed = False
+        """A SACK of the state at the next ``control_to_send`` is owed (``_queue_sack``)."""
         self._go_back_nak = -1
         """Go-back-N: the cumulative PSN the last sequence-error NAK named (one a gap)."""
-        """A SACK of the state at the next ``control_to_send`` is owed (``_queue_sack``)."""
         self._retry_at = math.inf
         self._retry_count = 0
         self._retry_ts = 0
@@ -183,6 +169,22 @@ class Connection:
             self._send_setup(now)
         else:
             self._accept(peer_setup, now)
+
+    def _reverse_evs(self, now: float) -> ReverseEvs:
+        """The reverse EV set, with a generator of its own: its draws leave the spraying's
+        sequence as it was."""
+        rev = ReverseEvs(
+            self.evs, self.cfg.reverse_evs, random.Random(self.conn), self.counters,
+            self._events.append,
+        )  # fmt: skip
+        rev.now = now
+        return rev
+
+    def _sender(self) -> Sender:
+        return Sender(
+            self.cfg, self.initial_psn, self.evs, self.scheduler, self.cc, self.counters,
+            self._events.append, self.conn, self.commons,
+        )  # fmt: skip
 
     # -- the state table ----------------------------------------------------------------
     @property
@@ -288,13 +290,16 @@ class Connection:
         self.fill_burst(now, out, self.cfg.max_burst)
         return out
 
-    def fill_burst(self, now: float, out: list[Outgoing], limit: int) -> int:
+    def fill_burst(
+        self, now: float, out: list[Outgoing], limit: int, trimmed_only: bool = False
+    ) -> int:
         """``burst_to_send`` into ``out`` with at most ``limit`` data packets; how many it
-        added (an endpoint shares one burst among its connections)."""
+        added (an endpoint shares one burst among its connections). ``trimmed_only``: the
+        resends of trimmed packets and nothing else (``Sender.fill``)."""
         out.extend(self.control_to_send(now))
         if not self.sending:
             return 0
-        n = self.sender.fill(now, out, limit)
+        n = self.sender.fill(now, out, limit, trimmed_only)
         self.counters.packets_sent += n
         self._arm_persist(now)
         if self.state is ConnState.CLOSING and self.sender.idle():
@@ -356,9 +361,9 @@ class Connection:
             self.sender.port_down(plane)
         return True
 
-    def trimmed_waiting(self) -> int:
-        """Trimmed packets waiting for their resend (``Sender.trimmed_waiting``)."""
-        return self.sender.trimmed_waiting() if self.sending else 0
+    def trimmed_waiting(self) -> bool:
+        """A trimmed packet waits for its resend (``Sender.trimmed_waiting``)."""
+        return self.sending and self.sender.trimmed_waiting()
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must run next (None: never)."""

@@ -178,9 +178,8 @@ class Endpoint:
         pacing."""
         out: list[Outgoing] = []
         for conn in self.connections.values():
-            n = conn.trimmed_waiting()
-            if n:
-                conn.fill_burst(now, out, n)
+            if conn.trimmed_waiting():
+                conn.fill_burst(now, out, self.cfg.max_burst, trimmed_only=True)
         return out
 
     def control_to_send(self, now: float | None = None) -> list[Transmit]:

@@ -146,7 +146,8 @@ class ReverseEvs:
         if self.quiet:  # acknowledging again after a quiet spell: probe a round from now
             self.quiet = False
             return None
-        lost = [ev for ev, t in self.outstanding if now - t >= self.patience]
+        since = now - self.patience
+        lost = [ev for ev, t in self.outstanding if t <= since]
         if lost:
             self.outstanding = [(ev, t) for ev, t in self.outstanding if ev not in lost]
             for ev in lost:

@@ -146,11 +146,12 @@ class Sender:
         return self.cc.total
 
     # -- sending ------------------------------------------------------------------------
-    def fill(self, now: float, out: list[Outgoing], limit: int) -> int:
+    def fill(self, now: float, out: list[Outgoing], limit: int, trimmed_only: bool = False) -> int:
         """Append at most ``limit`` data packets (retransmissions first, new data in
         ``DataRun``s) while the windows allow; the last one asks for a SACK at once
         (ACK_REQ), so the burst's end is acknowledged without waiting for more data or the
-        ack delay. Returns how many."""
+        ack delay. ``trimmed_only``: the trimmed packets' resends alone, which are queued
+        first. Returns how many."""
         if self.rack.deadline <= now:  # SACKs came in since the last decision
             self._detect_losses(now)
         first = len(out)
@@ -158,7 +159,10 @@ class Sender:
         while n < limit:
             pkt = self._next_rtx()
             if pkt is None:  # none queued, and none can be while the burst is planned
-                n += self._send_new(now, out, limit - n)
+                if not trimmed_only:
+                    n += self._send_new(now, out, limit - n)
+                break
+            if trimmed_only and pkt.cause != "trimmed":
                 break
             if not self._resend(pkt, now, out):
                 break
@@ -234,10 +238,11 @@ class Sender:
         self.counters.bytes_sent += nbytes
         return n
 
-    def trimmed_waiting(self) -> int:
-        """Trimmed packets queued for their resend (a NACK named them): what the IO layer
-        sends at once, ahead of its pacing (io/endpoint.py ``pump``)."""
-        return sum(1 for rank, _ in self._rtx if rank == 0) if self._rtx else 0
+    def trimmed_waiting(self) -> bool:
+        """A trimmed packet may be queued for its resend (a NACK named it): what the IO
+        layer sends at once, ahead of its pacing (io/endpoint.py ``pump``). They head the
+        queue, so its head says; it may be one acknowledged since, which ``fill`` drops."""
+        return bool(self._rtx) and self._rtx[0][0] == 0
 
     def _next_rtx(self) -> SentPacket | None:
         while self._rtx:
