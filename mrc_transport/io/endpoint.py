@@ -11,7 +11,8 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
   or closed), whichever comes first. It never spins. When datagrams come at a bulk
   rate it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
-  moderation, as a NIC does at high packet rates).
+  moderation, as a NIC does at high packet rates); an endpoint that sends no data does so
+  at a paced rate too, since there each wake-up's fixed price is most of its CPU.
 - the transmit task (``Transmitter.run``, io/transmit.py) only runs when the kernel
   pushed back (the raw socket's buffer or a port's queue is full): it waits and flushes
   the backlogs, each port's in order (io/backlog.py).
@@ -49,7 +50,14 @@ from mrc_transport.io.pacer import Pacer
 from mrc_transport.io.receive import Receiving
 from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_rx_encap, open_tx
 from mrc_transport.io.transmit import ENCODINGS, Encoding, Transmitter, path_header
-from mrc_transport.io.tuning import DRAIN_BURSTS, RECV_BURST, RX_COALESCE, WAIT_FLOOR, io_config
+from mrc_transport.io.tuning import (
+    DRAIN_BURSTS,
+    RECV_BURST,
+    RX_COALESCE,
+    RX_PACED_QUIET,
+    WAIT_FLOOR,
+    io_config,
+)
 from mrc_transport.protocol import Config, Endpoint, Transmit, events
 from mrc_transport.protocol.endpoint import PathsFor
 from mrc_transport.wire.frames import DATA_HEADER_LEN, IPV6_HEADER_LEN, MRC_UDP_PORT
@@ -131,6 +139,8 @@ class MrcEndpoint:
         self._serve_scope: trio.CancelScope | None = None
         self._accept_send, self._accept_recv = trio.open_memory_channel[ConnHandle](math.inf)
         self._trio_offset = 0.0
+        self._runs_seen, self._data_at = 0, -math.inf
+        """``tx.data_runs`` when the loop last saw it change, and when (``_receive_only``)."""
 
     # -- lifecycle ------------------------------------------------------------------------
     async def serve(
@@ -226,13 +236,21 @@ class MrcEndpoint:
                 self._kicked = False
                 await trio.lowlevel.checkpoint()
                 continue
-            if self.rx.moderate():
+            if self.rx.moderate(self._receive_only()):
                 until = min(self._wait_deadline(), trio.current_time() + RX_COALESCE)
                 with trio.move_on_at(until) as self._wait_scope:
                     await trio.sleep_forever()  # a kick() still wakes it
                 continue
             with trio.move_on_at(self._wait_deadline()) as self._wait_scope:
                 await trio.lowlevel.wait_readable(rx)
+
+    def _receive_only(self) -> bool:
+        """Whether this endpoint sent no new data for ``RX_PACED_QUIET``: it only receives,
+        so its wake-ups may be moderated at a paced rate (io/tuning.py)."""
+        now = self.clock()
+        if self.tx.data_runs != self._runs_seen:
+            self._runs_seen, self._data_at = self.tx.data_runs, now
+        return now - self._data_at > RX_PACED_QUIET
 
     def _flush_control(self) -> None:
         """Send the SACKs (and other control packets) the core owes now, in the middle

@@ -7,8 +7,8 @@ One receive call takes up to ``RECV_BURST`` datagrams, decoded by one C call int
 decoded one at a time with the untrusted decoder, and a ``BadPacket`` is counted by reason
 and dropped. The SACKs the core owes go out every ``RX_FLUSH`` packets, mid-burst: held
 until the pump after a long burst, they made the peer resend packets that had arrived
-(docs/protocol.md, SACKs). Interrupt moderation (``moderate``) keeps a bulk receiver
-from waking for every datagram.
+(docs/protocol.md, SACKs). Interrupt moderation (``moderate``) keeps a bulk receiver,
+and one that only receives a paced flow, from waking for every few datagrams.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from mrc_transport.io.tuning import (
     RX_COALESCE_PACKETS,
     RX_COALESCE_RATE,
     RX_FLUSH,
+    RX_PACED_PACKETS,
+    RX_PACED_RATE,
     RX_SLOT_MIN,
 )
 from mrc_transport.protocol import Endpoint
@@ -103,13 +105,16 @@ class Receiving:
             return
         self.core.receive(packet, now)
 
-    def moderate(self) -> bool:
+    def moderate(self, receive_only: bool) -> bool:
         """Whether the loop, about to wait, waits RX_COALESCE rather than for the next
-        datagram: the datagrams since it last waited came at a bulk rate. Starts the
-        count over."""
+        datagram: the datagrams since it last waited came at a bulk rate, or, at an
+        endpoint that sends no data (``receive_only``), at a paced one. Starts the count
+        over."""
         now = self.clock()
         served, elapsed = self.received - self._mark, now - self._since
         self._mark, self._since = self.received, now
+        if receive_only:
+            return served >= RX_PACED_PACKETS and served >= RX_PACED_RATE * elapsed
         return served >= RX_COALESCE_PACKETS and served >= RX_COALESCE_RATE * elapsed
 
 

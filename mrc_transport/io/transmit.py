@@ -72,6 +72,9 @@ class Transmitter:
         """The raw IPv6 socket, once the endpoint serves."""
         self.sent = 0
         """Packets encoded for sending."""
+        self.data_runs = 0
+        """Runs of new data encoded: whether the endpoint sends (``MrcEndpoint``'s
+        moderation)."""
         self.send_errors: collections.Counter[str] = collections.Counter()
         """Packets the kernel refused, by errno name (e.g. ENETUNREACH on a dead port)."""
         self.planes: set[int] = set()
@@ -138,6 +141,7 @@ class Transmitter:
             if isinstance(item, DataRun):
                 assert item.dscp == self.data_dscp
                 enc.add_run(item, self.data_header)
+                self.data_runs += 1
             else:
                 enc.add(self.header(item.path, item.ev, item.dscp), item.header, item.payload)
         self.sent += len(enc)

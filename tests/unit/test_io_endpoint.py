@@ -702,26 +702,29 @@ class TimedRx(FakeRx):
 
 
 @pytest.mark.parametrize(
-    ("burst", "idle", "moderated"),
+    ("sending", "burst", "idle", "moderated"),
     [
-        (tuning.RX_COALESCE_PACKETS, 0.0, True),
-        (tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few
-        (tuning.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
+        (True, tuning.RX_COALESCE_PACKETS, 0.0, True),
+        (True, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few for a bulk rate
+        (True, tuning.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
+        (False, tuning.RX_COALESCE_PACKETS - 1, 0.0, True),  # only receiving: enough
     ],
 )
 async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_rx_coalesce(
     fake: FakeWire,
     loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
+    sending: bool,
     burst: int,
     idle: float,
     moderated: bool,
     establish: Establish,
 ) -> None:
     """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS datagrams
-    at RX_COALESCE_RATE or more the loop reads again RX_COALESCE later and takes what came
-    meanwhile; after fewer, or at a lower rate, it waits for the socket (which stays silent
-    here) and its timers."""
+    at RX_COALESCE_RATE or more (an endpoint that sends data), or RX_PACED_PACKETS at
+    RX_PACED_RATE (one that only receives), the loop reads again RX_COALESCE later and
+    takes what came meanwhile; after fewer, or at a lower rate, it waits for the socket
+    (which stays silent here) and its timers."""
     timed = TimedRx(trio.current_time)
     ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
     ep.rx.burst = timed
@@ -736,6 +739,8 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
         timed.waiting.append(
             (t0 + tuning.RX_COALESCE / 2, _data_datagram(conn, 7 + burst, burst, n))
         )
+        if sending:
+            ep.tx.data_runs += 1  # as if a run of new data had just left
         ep.kick()
         await trio.sleep(3 * tuning.RX_COALESCE)
         ep.stop()
@@ -747,6 +752,35 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     else:
         assert not [t for t in later if t < 2 * tuning.RX_COALESCE]
         assert conn.counters.data_received == burst
+
+
+@pytest.mark.parametrize(
+    ("receive_only", "served", "elapsed", "moderated"),
+    [
+        (
+            False,
+            tuning.RX_COALESCE_PACKETS,
+            tuning.RX_COALESCE_PACKETS / tuning.RX_COALESCE_RATE / 2,
+            True,
+        ),
+        (False, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),
+        (False, 64, 2 * 64 / tuning.RX_COALESCE_RATE, False),  # half the bulk rate
+        (True, tuning.RX_PACED_PACKETS, 1e-3, True),
+        (True, tuning.RX_PACED_PACKETS - 1, 0.0, False),
+        (True, 64, 2 * 64 / tuning.RX_PACED_RATE, False),  # half the paced rate
+    ],
+)
+def test_moderation_needs_enough_datagrams_at_a_high_enough_rate(
+    receive_only: bool, served: int, elapsed: float, moderated: bool
+) -> None:
+    """``Receiving.moderate``: the bulk thresholds for an endpoint that sends data, the
+    paced ones for one that only receives, each counted since the loop last waited."""
+    now = [0.0]
+    ep = MrcEndpoint(config(), clock=lambda: now[0])
+    ep.rx.moderate(receive_only)  # the loop waits: the count starts
+    ep.rx.received += served
+    now[0] += elapsed
+    assert ep.rx.moderate(receive_only) is moderated
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
