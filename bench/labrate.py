@@ -4,7 +4,10 @@ On the `default` preset (8 hosts, 4 planes of 100 Mbit/s links), in one run:
 
 (a) one connection between racks (h4 -> h0): one MRC connection against `iperf3 -P 4` TCP;
 (b) the permutation: every host sends to one host of the other rack at once, 8 MRC flows
-    against 8 TCP flows (one iperf3 each).
+    against 8 TCP flows (one iperf3 each);
+(c) the same permutation with the MRC flows packed into one process per CPU (`mrc perf
+    --pairs`, the pairs dealt out evenly): a process's trio loop then serves many
+    endpoints per wake-up, where (b)'s 16 processes each pay their own.
 
 For each it prints the goodput as a fraction of the capacity the flows could use (MRC: every
 port of the senders, 400 Mbit/s a host; a TCP flow: the one port its ECMP hash picks, so
@@ -16,7 +19,7 @@ CPU are read over the same window: the clients print an interval line every INTE
 runs from the last flow's third interval to the first flow's last, so start-up (imports,
 connection set-up) and the end are left out.
 
-Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b] [--keep-lab]
+Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b|c]
 """
 
 from __future__ import annotations
@@ -168,6 +171,19 @@ def _mrc_ends(
     return servers, clients
 
 
+def _mrc_packed(
+    lab: str, pairs: Sequence[Pair], seconds: float, procs: int
+) -> tuple[list[subprocess.Popen[str]], list[list[str]]]:
+    """No servers: `procs` `mrc perf --pairs` processes, each running both ends of every
+    procs-th pair, a port each."""
+    clients = []
+    for g in range(procs):
+        mine = ",".join(f"{p.src}:{p.dst}" for p in pairs[g::procs])
+        port = ["--lab", lab, "-p", str(MRC_PORT + len(pairs) + g)]
+        clients.append([*PERF, *port, "--pairs", mine, "-t", str(seconds), "-i", str(INTERVAL)])
+    return [], clients
+
+
 def _tcp_ends(
     lab: str, topo: Topology, pairs: Sequence[Pair], seconds: float, parallel: int
 ) -> tuple[list[subprocess.Popen[str]], list[list[str]]]:
@@ -188,7 +204,8 @@ def _run(
     servers: list[subprocess.Popen[str]], argvs: list[list[str]], total_only: bool
 ) -> tuple[list[Client], CpuSampler]:
     """Start the clients once the servers listen, read their lines, wait for the end."""
-    time.sleep(1.5)  # the servers' start-up: a client that comes first fails and is retried
+    if servers:  # their start-up: a client that comes first fails and is retried
+        time.sleep(1.5)
     with CpuSampler() as cpu:
         clients = [Client(_start(argv, True)) for argv in argvs]
         readers = [threading.Thread(target=c.read, args=(total_only,)) for c in clients]
@@ -254,11 +271,25 @@ def floor(lab: str, seconds: float) -> Result:
     return Result(got["bytes"] * 8 / seconds, 4 * PORT_BPS, busy, seconds, busy / total, True)
 
 
-def case_b(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+def _permutation(topo: Topology) -> list[Pair]:
+    """Every host of the first two racks sends to its counterpart in the other."""
     racks = [topo.hosts_in_rack(r) for r in range(topo.racks)]
     pairs = [Pair(a, b) for a, b in zip(racks[0], racks[1], strict=True)]
-    pairs += [Pair(b, a) for a, b in zip(racks[0], racks[1], strict=True)]
+    return pairs + [Pair(b, a) for a, b in zip(racks[0], racks[1], strict=True)]
+
+
+def case_b(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+    pairs = _permutation(topo)
     srv, argv = _mrc_ends(lab, pairs, seconds)
+    mrc = _measure(*_run(srv, argv, True), len(pairs) * 4 * PORT_BPS, True)
+    srv, argv = _tcp_ends(lab, topo, pairs, seconds, 1)
+    tcp = _measure(*_run(srv, argv, False), len(pairs) * PORT_BPS, False)
+    return mrc, tcp
+
+
+def case_c(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+    pairs = _permutation(topo)
+    srv, argv = _mrc_packed(lab, pairs, seconds, os.cpu_count() or 1)
     mrc = _measure(*_run(srv, argv, True), len(pairs) * 4 * PORT_BPS, True)
     srv, argv = _tcp_ends(lab, topo, pairs, seconds, 1)
     tcp = _measure(*_run(srv, argv, False), len(pairs) * PORT_BPS, False)
@@ -293,13 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=("a", "b"))
+    ap.add_argument("--only", choices=("a", "b", "c"))
     args = ap.parse_args(argv)
     if not need_root("bench/labrate.py"):
         return 2
     topo = preset("default")
     with own_lab(topo, "lr") as lab:
-        for name, case in (("a", case_a), ("b", case_b)):
+        for name, case in (("a", case_a), ("b", case_b), ("c", case_c)):
             if args.only in (None, name):
                 runs = [case(lab, topo, args.seconds) for _ in range(args.repeat)]
                 report(f"({name})", runs)
