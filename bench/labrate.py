@@ -7,7 +7,8 @@ On the `default` preset (8 hosts, 4 planes of 100 Mbit/s links), in one run:
     against 8 TCP flows (one iperf3 each);
 (c) the same permutation with the MRC flows packed into one process per CPU (`mrc perf
     --pairs`, the pairs dealt out evenly): a process's trio loop then serves many
-    endpoints per wake-up, where (b)'s 16 processes each pay their own.
+    endpoints per wake-up, where (b)'s 16 processes each pay their own;
+(d) (a)'s connection with both its ends in one process (`mrc perf --pairs h4:h0`).
 
 For each it prints the goodput as a fraction of the capacity the flows could use (MRC: every
 port of the senders, 400 Mbit/s a host; a TCP flow: the one port its ECMP hash picks, so
@@ -19,7 +20,7 @@ CPU are read over the same window: the clients print an interval line every INTE
 runs from the last flow's third interval to the first flow's last, so start-up (imports,
 connection set-up) and the end are left out.
 
-Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b|c]
+Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b|c|d]
 """
 
 from __future__ import annotations
@@ -296,6 +297,15 @@ def case_c(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
     return mrc, tcp
 
 
+def case_d(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+    pair = [Pair("h4", "h0")]
+    srv, argv = _mrc_packed(lab, pair, seconds, 1)
+    mrc = _measure(*_run(srv, argv, True), 4 * PORT_BPS, True)
+    srv, argv = _tcp_ends(lab, topo, pair, seconds, 4)
+    tcp = _measure(*_run(srv, argv, True), 4 * PORT_BPS, False)
+    return mrc, tcp
+
+
 def _row(name: str, r: Result) -> str:
     sat = "SATURATED" if r.saturated else "not saturated"
     return (
@@ -324,13 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=("a", "b", "c"))
+    ap.add_argument("--only", choices=("a", "b", "c", "d"))
     args = ap.parse_args(argv)
     if not need_root("bench/labrate.py"):
         return 2
     topo = preset("default")
     with own_lab(topo, "lr") as lab:
-        for name, case in (("a", case_a), ("b", case_b), ("c", case_c)):
+        for name, case in (("a", case_a), ("b", case_b), ("c", case_c), ("d", case_d)):
             if args.only in (None, name):
                 runs = [case(lab, topo, args.seconds) for _ in range(args.repeat)]
                 report(f"({name})", runs)
