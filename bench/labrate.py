@@ -20,7 +20,7 @@ CPU are read over the same window: the clients print an interval line every INTE
 runs from the last flow's third interval to the first flow's last, so start-up (imports,
 connection set-up) and the end are left out.
 
-Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b|c|d]
+Usage: bench/labrate.py [--seconds 10] [--repeat 3] [--only a|b|c|d] [--moderation paced]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from labs.topology import Topology, namespace, preset
 from mrc_transport.harness.machine import CPU_BOUND, cpu_times
 
 PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
+"""`mrc perf`; main() appends ``--moderation`` when asked."""
 INTERVAL = 0.5
 """Seconds per interval line: the window's resolution."""
 SKIP = 2
@@ -335,7 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=("a", "b", "c", "d"))
+    ap.add_argument(
+        "--moderation", choices=("bulk", "paced"), default="bulk", help="mrc perf --moderation"
+    )
     args = ap.parse_args(argv)
+    PERF.extend(["--moderation", args.moderation])
     if not need_root("bench/labrate.py"):
         return 2
     topo = preset("default")

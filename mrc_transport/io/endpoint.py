@@ -11,8 +11,9 @@ bytes and time, like aioquic's asyncio glue. Everything runs in one nursery that
   readable, the core's next timer, the pacer, or ``kick()`` (the application queued data
   or closed), whichever comes first. It never spins. When datagrams come at a bulk
   rate it waits ``RX_COALESCE`` instead of waking at the next datagram (interrupt
-  moderation, as a NIC does at high packet rates); an endpoint that sends no data does so
-  at a paced rate too, since there each wake-up's fixed price is most of its CPU.
+  moderation, as a NIC does at high packet rates); with ``moderation="paced"`` an
+  endpoint that sends no data does so at a paced rate too, since there each wake-up's
+  fixed price is most of its CPU.
 - the transmit task (``Transmitter.run``, io/transmit.py) only runs when the kernel
   pushed back (the raw socket's buffer or a port's queue is full): it waits and flushes
   the backlogs, each port's in order (io/backlog.py).
@@ -52,6 +53,7 @@ from mrc_transport.io.sockets import Datagram, interface_mtus, open_rx, open_rx_
 from mrc_transport.io.transmit import ENCODINGS, Encoding, Transmitter, path_header
 from mrc_transport.io.tuning import (
     DRAIN_BURSTS,
+    MODERATIONS,
     RECV_BURST,
     RX_COALESCE,
     RX_PACED_QUIET,
@@ -113,9 +115,14 @@ class MrcEndpoint:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         netns: str | None = None,
+        moderation: str = "bulk",
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
+        if moderation not in MODERATIONS:
+            raise ValueError(f"moderation must be one of {', '.join(MODERATIONS)}")
+        self.paced_moderation = moderation == "paced"
+        """Whether the loop moderates paced rates too when it only receives (tuning.py)."""
         cfg = io_config(cfg)
         self.cfg, self.port, self.encoding, self.clock = cfg, port, encoding, clock
         self.netns = netns
@@ -236,7 +243,7 @@ class MrcEndpoint:
                 self._kicked = False
                 await trio.lowlevel.checkpoint()
                 continue
-            if self.rx.moderate(self._receive_only()):
+            if self.rx.moderate(self.paced_moderation and self._receive_only()):
                 until = min(self._wait_deadline(), trio.current_time() + RX_COALESCE)
                 with trio.move_on_at(until) as self._wait_scope:
                     await trio.sleep_forever()  # a kick() still wakes it
@@ -364,12 +371,19 @@ async def open_endpoint(
     encoding: Encoding = "usid",
     rng: random.Random | None = None,
     netns: str | None = None,
+    moderation: str = "bulk",
 ) -> AsyncIterator[MrcEndpoint]:
     """An endpoint serving in a nursery of its own for the duration of the block, its
     sockets in namespace ``netns`` (None: this thread's)."""
     async with trio.open_nursery() as nursery:
         ep = MrcEndpoint(
-            cfg, paths_for=paths_for, port=port, encoding=encoding, rng=rng, netns=netns
+            cfg,
+            paths_for=paths_for,
+            port=port,
+            encoding=encoding,
+            rng=rng,
+            netns=netns,
+            moderation=moderation,
         )
         await nursery.start(ep.serve)
         try:

@@ -41,15 +41,20 @@ RX_COALESCE_RATE: Final = 20_000.0
 """Datagrams per second (since the loop last waited) above which an endpoint that sends
 data moderates: bulk transfers above ~1.5 Gbit/s of 9 KB packets, not a paced flow of a few
 hundred Mbit/s, whose SACKs moderation would delay at the end that detects loss by them."""
+MODERATIONS: Final = ("bulk", "paced")
+"""When a receive loop moderates: at bulk rates only (the default), or also at paced ones
+where the endpoint only receives (``RX_PACED_*``, ours: about half the CPU per Gbit of a
+paced flow, its SACKs about a millisecond later, so failover stalls ~2 ms longer;
+docs/measurements.md, "fourth session: receive moderation at paced rates")."""
 RX_PACED_PACKETS: Final = 2
-"""Datagrams a wake-up of an endpoint that only receives must have served to moderate the
-next one: at a paced rate a wake-up serves a few packets, and its fixed price (epoll, trio,
-a SACK through the lab) is most of the receiver's CPU (ours)."""
+"""With ``paced`` moderation, datagrams a wake-up of an endpoint that only receives must
+have served to moderate the next one: at a paced rate a wake-up serves a few packets, and
+its fixed price (epoll, trio, a SACK through the lab) is most of the receiver's CPU (ours)."""
 RX_PACED_RATE: Final = 1000.0
-"""Datagrams per second above which an endpoint that only receives moderates: ~70 Mbit/s of
-9 KB packets. Its SACKs then wait at most one ``RX_COALESCE``, the ``IO_ACK_DELAY`` the
-sender is told of; the sender's own SACK reads are never held, since its loss detection
-would wait with them (ours; docs/measurements.md, "Receive moderation at paced rates")."""
+"""With ``paced`` moderation, datagrams per second above which an endpoint that only
+receives moderates: ~70 Mbit/s of 9 KB packets. Its SACKs then wait about one
+``RX_COALESCE``, the ``IO_ACK_DELAY`` the sender is told of; the sender's own SACK reads
+are never held, since its loss detection would wait with them (ours)."""
 RX_PACED_QUIET: Final = 10e-3
 """An endpoint counts as only receiving once it has sent no new data for this long: a
 bidirectional or request-response connection keeps the bulk thresholds (ours)."""

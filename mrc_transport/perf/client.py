@@ -52,7 +52,9 @@ async def _client_main(
     streams: list[StreamStats] = []
     rng = random.Random(opts.seed)
     async with (
-        open_endpoint(cfg, port=opts.port, encoding=opts.encoding, rng=rng) as ep,
+        open_endpoint(
+            cfg, port=opts.port, encoding=opts.encoding, rng=rng, moderation=opts.moderation
+        ) as ep,
         events_to(opts.events, ep),
     ):
         reporter = Reporter(out, streams, opts.interval)

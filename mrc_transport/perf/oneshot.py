@@ -33,6 +33,8 @@ def shared_argv(opts: PerfOptions) -> list[str]:
     argv += ["--scheduler", opts.scheduler, "--recovery", opts.recovery]
     if opts.no_trim:
         argv.append("--no-trim")
+    if opts.moderation != "bulk":
+        argv += ["--moderation", opts.moderation]
     argv += ["--reverse-evs", str(opts.reverse_evs)]
     if opts.mss:
         argv += ["--mss", str(opts.mss)]

@@ -67,6 +67,8 @@ class PerfOptions:
     """--recovery: MRC's selective recovery, or "go-back-n" (RoCE's RC, emulated)."""
     no_trim: bool = False
     """--no-trim: data in the class a trimming switch drops rather than trims."""
+    moderation: str = "bulk"
+    """--moderation: when the receive loop batches its wake-ups (io/tuning.py)."""
     mss: int | None = None
     """--mss: data bytes per packet; None: what the smallest MTU here allows."""
     lab: str | None = None

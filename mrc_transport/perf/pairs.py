@@ -165,7 +165,7 @@ async def _open_endpoints(run: _Run, cfg: Config, stack: AsyncExitStack) -> None
         rng = random.Random(None if seed is None else seed + i)
         ep = open_endpoint(
             cfg, paths_for=provider.paths_for, port=run.opts.port, encoding=run.opts.encoding,
-            rng=rng, netns=namespace(run.opts.lab, host),
+            rng=rng, netns=namespace(run.opts.lab, host), moderation=run.opts.moderation,
         )  # fmt: skip
         run.eps[host] = await stack.enter_async_context(ep)
 

@@ -42,7 +42,14 @@ async def _server_main(
 ) -> int:
     rng = random.Random(opts.seed)
     async with (
-        open_endpoint(cfg, paths_for=paths_for, port=opts.port, encoding=opts.encoding, rng=rng)
+        open_endpoint(
+            cfg,
+            paths_for=paths_for,
+            port=opts.port,
+            encoding=opts.encoding,
+            rng=rng,
+            moderation=opts.moderation,
+        )
         as ep,
         events_to(opts.events, ep),
     ):  # fmt: skip

@@ -702,18 +702,21 @@ class TimedRx(FakeRx):
 
 
 @pytest.mark.parametrize(
-    ("sending", "burst", "idle", "moderated"),
+    ("moderation", "sending", "burst", "idle", "moderated"),
     [
-        (True, tuning.RX_COALESCE_PACKETS, 0.0, True),
-        (True, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few for a bulk rate
-        (True, tuning.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s of waiting: too slow
-        (False, tuning.RX_COALESCE_PACKETS - 1, 0.0, True),  # only receiving: enough
+        ("bulk", True, tuning.RX_COALESCE_PACKETS, 0.0, True),
+        ("bulk", True, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # too few: not bulk
+        ("bulk", True, tuning.RX_COALESCE_PACKETS, 0.1, False),  # over 0.1 s waiting: too slow
+        ("bulk", False, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # the default: bulk only
+        ("paced", False, tuning.RX_COALESCE_PACKETS - 1, 0.0, True),  # only receiving: enough
+        ("paced", True, tuning.RX_COALESCE_PACKETS - 1, 0.0, False),  # a sender's reads: never
     ],
 )
 async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_rx_coalesce(
     fake: FakeWire,
     loop_sockets: tuple[socket.socket, socket.socket],
     autojump_clock: trio.testing.MockClock,
+    moderation: str,
     sending: bool,
     burst: int,
     idle: float,
@@ -721,12 +724,12 @@ async def test_after_a_burst_of_data_at_a_bulk_rate_the_loop_reads_again_after_r
     establish: Establish,
 ) -> None:
     """Interrupt moderation: after a wake-up that served RX_COALESCE_PACKETS datagrams
-    at RX_COALESCE_RATE or more (an endpoint that sends data), or RX_PACED_PACKETS at
-    RX_PACED_RATE (one that only receives), the loop reads again RX_COALESCE later and
-    takes what came meanwhile; after fewer, or at a lower rate, it waits for the socket
-    (which stays silent here) and its timers."""
+    at RX_COALESCE_RATE or more, or with ``paced`` moderation RX_PACED_PACKETS at
+    RX_PACED_RATE at an endpoint that sends no data, the loop reads again RX_COALESCE
+    later and takes what came meanwhile; after fewer, or at a lower rate, it waits for the
+    socket (which stays silent here) and its timers."""
     timed = TimedRx(trio.current_time)
-    ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time)
+    ep = MrcEndpoint(config(), rng=random.Random(1), clock=trio.current_time, moderation=moderation)
     ep.rx.burst = timed
     async with trio.open_nursery() as nursery:
         await nursery.start(ep.serve)
@@ -781,6 +784,11 @@ def test_moderation_needs_enough_datagrams_at_a_high_enough_rate(
     ep.rx.received += served
     now[0] += elapsed
     assert ep.rx.moderate(receive_only) is moderated
+
+
+def test_an_unknown_moderation_is_refused() -> None:
+    with pytest.raises(ValueError, match="moderation must be one of bulk, paced"):
+        MrcEndpoint(config(), moderation="sometimes")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
