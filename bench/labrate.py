@@ -45,8 +45,8 @@ from labs import addressing
 from labs.topology import Topology, namespace, preset
 from mrc_transport.harness.machine import CPU_BOUND, cpu_times
 
-PERF = [sys.executable, "-m", "mrc_transport.cli.main", "perf"]
-"""`mrc perf`; main() appends ``--moderation`` when asked."""
+PERF = (sys.executable, "-m", "mrc_transport.cli.main", "perf")
+"""`mrc perf`; the cases get it with the run's MRC flags (``--moderation``)."""
 INTERVAL = 0.5
 """Seconds per interval line: the window's resolution."""
 SKIP = 2
@@ -161,20 +161,20 @@ def _start(argv: list[str], out: bool) -> subprocess.Popen[str]:
 
 
 def _mrc_ends(
-    lab: str, pairs: Sequence[Pair], seconds: float
+    lab: str, pairs: Sequence[Pair], seconds: float, perf: Sequence[str]
 ) -> tuple[list[subprocess.Popen[str]], list[list[str]]]:
     """`mrc perf -s -1` in each receiver, a port each; the clients' argv."""
     servers, clients = [], []
     for i, p in enumerate(pairs):
         port = ["--lab", lab, "-p", str(MRC_PORT + i)]
-        servers.append(_start([*_ns(lab, p.dst), *PERF, "-s", "-1", *port], False))
+        servers.append(_start([*_ns(lab, p.dst), *perf, "-s", "-1", *port], False))
         run = ["-t", str(seconds), "-i", str(INTERVAL)]
-        clients.append([*_ns(lab, p.src), *PERF, "-c", p.dst, *port, *run])
+        clients.append([*_ns(lab, p.src), *perf, "-c", p.dst, *port, *run])
     return servers, clients
 
 
 def _mrc_packed(
-    lab: str, pairs: Sequence[Pair], seconds: float, procs: int
+    lab: str, pairs: Sequence[Pair], seconds: float, perf: Sequence[str], procs: int
 ) -> tuple[list[subprocess.Popen[str]], list[list[str]]]:
     """No servers: `procs` `mrc perf --pairs` processes, each running both ends of every
     procs-th pair, a port each."""
@@ -182,7 +182,7 @@ def _mrc_packed(
     for g in range(procs):
         mine = ",".join(f"{p.src}:{p.dst}" for p in pairs[g::procs])
         port = ["--lab", lab, "-p", str(MRC_PORT + len(pairs) + g)]
-        clients.append([*PERF, *port, "--pairs", mine, "-t", str(seconds), "-i", str(INTERVAL)])
+        clients.append([*perf, *port, "--pairs", mine, "-t", str(seconds), "-i", str(INTERVAL)])
     return [], clients
 
 
@@ -244,9 +244,9 @@ def _measure(clients: list[Client], cpu: CpuSampler, capacity: float, mrc: bool)
     return Result(bits / (t1 - t0), capacity, busy, t1 - t0, busy / total, verified)
 
 
-def case_a(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+def case_a(lab: str, topo: Topology, seconds: float, perf: Sequence[str]) -> tuple[Result, Result]:
     pair = [Pair("h4", "h0")]
-    srv, argv = _mrc_ends(lab, pair, seconds)
+    srv, argv = _mrc_ends(lab, pair, seconds, perf)
     mrc = _measure(*_run(srv, argv, True), 4 * PORT_BPS, True)
     srv, argv = _tcp_ends(lab, topo, pair, seconds, 4)
     tcp = _measure(*_run(srv, argv, True), 4 * PORT_BPS, False)
@@ -280,27 +280,27 @@ def _permutation(topo: Topology) -> list[Pair]:
     return pairs + [Pair(b, a) for a, b in zip(racks[0], racks[1], strict=True)]
 
 
-def case_b(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+def case_b(lab: str, topo: Topology, seconds: float, perf: Sequence[str]) -> tuple[Result, Result]:
     pairs = _permutation(topo)
-    srv, argv = _mrc_ends(lab, pairs, seconds)
+    srv, argv = _mrc_ends(lab, pairs, seconds, perf)
     mrc = _measure(*_run(srv, argv, True), len(pairs) * 4 * PORT_BPS, True)
     srv, argv = _tcp_ends(lab, topo, pairs, seconds, 1)
     tcp = _measure(*_run(srv, argv, False), len(pairs) * PORT_BPS, False)
     return mrc, tcp
 
 
-def case_c(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+def case_c(lab: str, topo: Topology, seconds: float, perf: Sequence[str]) -> tuple[Result, Result]:
     pairs = _permutation(topo)
-    srv, argv = _mrc_packed(lab, pairs, seconds, os.cpu_count() or 1)
+    srv, argv = _mrc_packed(lab, pairs, seconds, perf, os.cpu_count() or 1)
     mrc = _measure(*_run(srv, argv, True), len(pairs) * 4 * PORT_BPS, True)
     srv, argv = _tcp_ends(lab, topo, pairs, seconds, 1)
     tcp = _measure(*_run(srv, argv, False), len(pairs) * PORT_BPS, False)
     return mrc, tcp
 
 
-def case_d(lab: str, topo: Topology, seconds: float) -> tuple[Result, Result]:
+def case_d(lab: str, topo: Topology, seconds: float, perf: Sequence[str]) -> tuple[Result, Result]:
     pair = [Pair("h4", "h0")]
-    srv, argv = _mrc_packed(lab, pair, seconds, 1)
+    srv, argv = _mrc_packed(lab, pair, seconds, perf, 1)
     mrc = _measure(*_run(srv, argv, True), 4 * PORT_BPS, True)
     srv, argv = _tcp_ends(lab, topo, pair, seconds, 4)
     tcp = _measure(*_run(srv, argv, True), 4 * PORT_BPS, False)
@@ -340,14 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         "--moderation", choices=("bulk", "paced"), default="bulk", help="mrc perf --moderation"
     )
     args = ap.parse_args(argv)
-    PERF.extend(["--moderation", args.moderation])
+    perf = [*PERF, "--moderation", args.moderation]
     if not need_root("bench/labrate.py"):
         return 2
     topo = preset("default")
     with own_lab(topo, "lr") as lab:
         for name, case in (("a", case_a), ("b", case_b), ("c", case_c), ("d", case_d)):
             if args.only in (None, name):
-                runs = [case(lab, topo, args.seconds) for _ in range(args.repeat)]
+                runs = [case(lab, topo, args.seconds, perf) for _ in range(args.repeat)]
                 report(f"({name})", runs)
         if args.only in (None, "a"):
             f = floor(lab, args.seconds)

@@ -247,7 +247,6 @@ def _wait(
     quiet: float,
     timeout: float,
 ) -> None:
-    fds = receivers
     deadline = time.monotonic() + timeout
     last_news = time.monotonic()
     while not wave <= got:
@@ -255,7 +254,7 @@ def _wait(
         left = min(deadline, last_news + quiet) - now
         if left <= 0:
             return
-        ready, _, _ = select.select(fds, [], [], left)
+        ready, _, _ = select.select(receivers, [], [], left)
         if ready:
             last_news = time.monotonic()
         for rx in ready:

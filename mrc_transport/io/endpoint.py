@@ -58,6 +58,7 @@ from mrc_transport.io.tuning import (
     RX_COALESCE,
     RX_PACED_QUIET,
     WAIT_FLOOR,
+    Moderation,
     io_config,
 )
 from mrc_transport.protocol import Config, Endpoint, Transmit, events
@@ -115,7 +116,7 @@ class MrcEndpoint:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         netns: str | None = None,
-        moderation: str = "bulk",
+        moderation: Moderation = "bulk",
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
@@ -295,8 +296,7 @@ class MrcEndpoint:
         if not out:
             return False
         sent = tx.sent
-        nbytes = tx.transmit(out)
-        pacer.sent(now, nbytes, len(tx.planes), len(core.ports_busy))
+        self._paced(now, tx.transmit(out))
         pacer.pending = tx.sent - sent >= self.cfg.max_burst
         return pacer.pending and now >= pacer.next_at
 
@@ -307,8 +307,12 @@ class MrcEndpoint:
         with the pacer)."""
         out = self.core.trimmed_to_send(now)
         if out:
-            nbytes = self.tx.transmit(out)
-            self.pacer.sent(now, nbytes, len(self.tx.planes), len(self.core.ports_busy))
+            self._paced(now, self.tx.transmit(out))
+
+    def _paced(self, now: float, nbytes: int) -> None:
+        """A burst of ``nbytes`` left at ``now``: the pacer books it over the ports in use,
+        less those the kernel pushed back on."""
+        self.pacer.sent(now, nbytes, len(self.tx.planes), len(self.core.ports_busy))
 
     def _port_down(self, tx: Transmit) -> None:
         """The kernel refused a packet because our port is down: certain, so the core
@@ -371,7 +375,7 @@ async def open_endpoint(
     encoding: Encoding = "usid",
     rng: random.Random | None = None,
     netns: str | None = None,
-    moderation: str = "bulk",
+    moderation: Moderation = "bulk",
 ) -> AsyncIterator[MrcEndpoint]:
     """An endpoint serving in a nursery of its own for the duration of the block, its
     sockets in namespace ``netns`` (None: this thread's)."""

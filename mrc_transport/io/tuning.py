@@ -12,7 +12,7 @@ the host delay the protocol is told about (``IO_HOST_DELAY``) and trio's timer r
 from __future__ import annotations
 
 import dataclasses
-from typing import Final
+from typing import Final, Literal
 
 from mrc_transport.protocol import Config
 from mrc_transport.wire.frames import IPV6_HEADER_LEN
@@ -41,7 +41,8 @@ RX_COALESCE_RATE: Final = 20_000.0
 """Datagrams per second (since the loop last waited) above which an endpoint that sends
 data moderates: bulk transfers above ~1.5 Gbit/s of 9 KB packets, not a paced flow of a few
 hundred Mbit/s, whose SACKs moderation would delay at the end that detects loss by them."""
-MODERATIONS: Final = ("bulk", "paced")
+Moderation = Literal["bulk", "paced"]
+MODERATIONS: Final[tuple[Moderation, ...]] = ("bulk", "paced")
 """When a receive loop moderates: at bulk rates only (the default), or also at paced ones
 where the endpoint only receives (``RX_PACED_*``, ours: about half the CPU per Gbit of a
 paced flow, its SACKs about a millisecond later, so failover stalls ~2 ms longer;

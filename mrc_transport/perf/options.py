@@ -9,6 +9,7 @@ from labs.units import Rate, Size
 
 if TYPE_CHECKING:
     from mrc_transport.io.endpoint import Encoding
+    from mrc_transport.io.tuning import Moderation
 
 OutputMode = Literal["text", "json", "stream"]
 """Text lines, one -J document, or --json-stream's one event per line."""
@@ -67,7 +68,7 @@ class PerfOptions:
     """--recovery: MRC's selective recovery, or "go-back-n" (RoCE's RC, emulated)."""
     no_trim: bool = False
     """--no-trim: data in the class a trimming switch drops rather than trims."""
-    moderation: str = "bulk"
+    moderation: Moderation = "bulk"
     """--moderation: when the receive loop batches its wake-ups (io/tuning.py)."""
     mss: int | None = None
     """--mss: data bytes per packet; None: what the smallest MTU here allows."""

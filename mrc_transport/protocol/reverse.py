@@ -175,10 +175,9 @@ class ReverseEvs:
         hit = next(((ev, t) for ev, t in self.outstanding if ev.value == value), None)
         if hit is None:
             return
-        plane, sent = hit[0].plane, hit[1]
-        late = [
-            ev for ev, t in self.outstanding if ev.plane == plane and t <= sent - self.interval / 2
-        ]
+        plane, t_probe = hit[0].plane, hit[1]
+        before = t_probe - self.interval / 2
+        late = [ev for ev, t in self.outstanding if ev.plane == plane and t <= before]
         self.outstanding = [
             (ev, t) for ev, t in self.outstanding if ev.value != value and ev not in late
         ]

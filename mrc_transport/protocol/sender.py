@@ -50,6 +50,9 @@ from .segments import DataRun, Outgoing, OutMessage, asking_ack
 from .serial import MASK32, expand
 
 _new_message_acked: Final = fast_constructor(events.MessageAcked)  # one per message
+RANK_TRIMMED: Final = 0
+"""A trimmed packet's place in the resend queue: ahead of every lost one (``_requeue``)."""
+RANK_LOST: Final = 1
 
 
 class Sender:
@@ -75,7 +78,8 @@ class Sender:
         self.peer_rwnd = cfg.rcvbuf
         self.inflight = Flight(cfg.reorder_window)
         self._rtx: list[tuple[int, int]] = []
-        """Packets to resend, as (rank, psn): trimmed ones first (rank 0), then by PSN.
+        """Packets to resend, as (rank, psn): trimmed ones first (``RANK_TRIMMED``), then
+        by PSN.
         Behind a lost packet that waits for window room, a trimmed one waited too (ours:
         17 ms of a 22 ms NACK loop)."""
         self._full: Collection[int] = ()
@@ -242,7 +246,7 @@ class Sender:
         """A trimmed packet may be queued for its resend (a NACK named it): what the IO
         layer sends at once, ahead of its pacing (io/endpoint.py ``pump``). They head the
         queue, so its head says; it may be one acknowledged since, which ``fill`` drops."""
-        return bool(self._rtx) and self._rtx[0][0] == 0
+        return bool(self._rtx) and self._rtx[0][0] == RANK_TRIMMED
 
     def _next_rtx(self) -> SentPacket | None:
         while self._rtx:
@@ -438,7 +442,7 @@ class Sender:
         pkt.lost = True
         pkt.cause = cause
         self.cc.gone(pkt.ev.plane, pkt.length)
-        heapq.heappush(self._rtx, (0 if cause == "trimmed" else 1, pkt.psn))
+        heapq.heappush(self._rtx, (RANK_TRIMMED if cause == "trimmed" else RANK_LOST, pkt.psn))
 
     def _lost(self, pkt: SentPacket, now: float, why: EvInput) -> None:
         """Queue ``pkt`` for retransmission; ``why`` (a loss, a timeout) goes to its EV."""
