@@ -3,7 +3,7 @@ work is in mrc_transport/collective/ (sweep.py, steploop.py).
 
     mrc collective allreduce|allgather|alltoall [--lab LAB] [--hosts h0,h1,...]
         [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-d float|int32]
-        [--transport mrc|mptcp|tcp]
+        [--transport mrc|mptcp|tcp] [--procs N]
     mrc collective NAME ... --steps N [--schedule FILE|none | --collide] [--out DIR]
 """
 
@@ -31,9 +31,9 @@ def register(subparsers: Any, help_text: str) -> None:
     p = subparsers.add_parser(
         "collective",
         help=help_text,
-        description=f"{help_text}. Every chosen host is a rank, all of them served by this "
-        "one process; the table is nccl-tests' (busbw with its factors), every element of "
-        "every result checked. With --steps, a training step's loop through faults.",
+        description=f"{help_text}. Every chosen host is a rank, the ranks served by one "
+        "process per CPU; the table is nccl-tests' (busbw with its factors), every element "
+        "of every result checked. With --steps, a training step's loop through faults.",
     )
     p.add_argument("collective", metavar="NAME", choices=NAMES, help=", ".join(NAMES))
     p.add_argument("--lab", default=DEFAULT_LAB, help=f"a running lab (default {DEFAULT_LAB})")
@@ -51,6 +51,14 @@ def register(subparsers: Any, help_text: str) -> None:
         help="mrc (default), mptcp (a subflow per plane) or tcp (pinned to its ECMP path)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the MRC endpoints' RNG")
+    p.add_argument(
+        "--procs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes serving the ranks, each a contiguous share of them (default: one "
+        "per CPU, at most one per rank; 1: this process serves them all)",
+    )
     loop = p.add_argument_group("a training step's loop (-e is a step's size)")
     loop.add_argument(
         "--steps",
@@ -109,6 +117,16 @@ def _check_transport(kind: str, where: Placement) -> None:
         raise UsageError(f"--transport mptcp: {msg.rstrip(': ')}") from None
 
 
+def _procs(args: argparse.Namespace, ranks: int) -> int:
+    from mrc_transport.collective.groups import default_procs
+
+    if args.procs is None:
+        return default_procs(ranks)
+    if not 1 <= args.procs <= ranks:
+        raise UsageError(f"--procs must be 1 to {ranks} (a process serves one rank or more)")
+    return int(args.procs)
+
+
 def sweep_config(args: argparse.Namespace, ranks: int) -> SweepConfig:
     from labs.units import parse_size
     from mrc_transport.collective.algorithms import ALGORITHMS
@@ -117,6 +135,7 @@ def sweep_config(args: argparse.Namespace, ranks: int) -> SweepConfig:
 
     if args.iters < 1 or args.warmup_iters < 0:
         raise UsageError("-n must be 1 or more and -w 0 or more")
+    procs = _procs(args, ranks)
     low, high = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
     try:
         sizes = (high,) if args.steps else size_steps(low, high, args.stepfactor)
@@ -125,7 +144,7 @@ def sweep_config(args: argparse.Namespace, ranks: int) -> SweepConfig:
         raise UsageError(str(exc)) from None
     return SweepConfig(
         ALGORITHMS[args.collective], sizes, args.iters, args.warmup_iters, args.datatype,
-        args.transport, seed=args.seed,
+        args.transport, seed=args.seed, procs=procs,
     )  # fmt: skip
 
 
@@ -143,6 +162,7 @@ def loop_config(args: argparse.Namespace, sweep: SweepConfig, where: Placement) 
             sweep.alg, sweep.sizes[-1], args.steps, sweep.warmup, sweep.dtype, sweep.transport,
             steps, spread=args.schedule is None and not args.collide, collide=args.collide,
             until_s=sched.natural_duration(steps) if steps else 0.0, seed=sweep.seed,
+            procs=sweep.procs,
         )  # fmt: skip
         check_loop(cfg, where)
     except HarnessError as exc:
@@ -207,7 +227,8 @@ def _loop(cfg: LoopConfig, where: Placement, out: Path) -> int:
 
     _say(
         f"{cfg.alg.name} of {cfg.size} bytes over {cfg.transport}: {len(where.hosts)} ranks "
-        f"({','.join(where.hosts)}), {cfg.steps} steps after {cfg.warmup} warm-up"
+        f"({','.join(where.hosts)}) in {cfg.procs} process{'es' if cfg.procs > 1 else ''}, "
+        f"{cfg.steps} steps after {cfg.warmup} warm-up"
     )
     res = trio.run(run_loop, cfg, where, _say)
     summary = summarize(res.steps, res.faults, res.ideal_s)

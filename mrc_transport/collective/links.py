@@ -1,13 +1,16 @@
-"""The ranks' connections, over MRC, MPTCP or TCP, all in this process's one trio loop.
+"""The ranks' connections, over MRC, MPTCP or TCP, for the ranks one process serves.
 
 Theory of operation. A collective over n lab hosts needs a connection per (src, dst) rank
 pair its schedule sends over (collective/algorithms.py ``pairs``): n for a ring, n(n-1)
 for all-to-all. Each is a ``Link`` at both ends: the sender queues slices (``send`` never
 blocks, so a rank that forwards what it receives never waits on its right neighbour while
 its left one waits on it), the receiver takes them in order, each exactly the size the
-schedule says. The connections of a ``Mesh`` are all up before it is handed over (a
-barrier: no rank starts before every rank can send), and each announces which pair it is
-in its first bytes (``HELLO``), since a host accepts its peers in whatever order they
+schedule says. A process's transport holds the ends of its own ranks (``Transport.ranks``):
+it connects the pairs they send over and accepts those they receive over, whichever
+process the other end is in. Its part of a ``Mesh`` is up before it is handed over (every
+process's, collective/groups.py: no rank starts before every rank can send), and each
+connection announces which pair it is in its first bytes (``HELLO``, with the run's
+cookie, one for every process), since a host accepts its peers in whatever order they
 come.
 
 - MRC: an endpoint per host, its sockets made in the host's namespace (io/endpoint.py
@@ -29,7 +32,7 @@ import random
 import secrets
 import socket
 import struct
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence, Set
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -87,7 +90,8 @@ class Transport(Protocol):
     name: str
 
     async def mesh(self, pairs: Sequence[tuple[int, int]]) -> Mesh:
-        """Every pair connected, each end knowing its pair (the barrier)."""
+        """This process's ends of the pairs connected, each knowing its pair: the pairs
+        its ranks send over connected, those they receive over accepted."""
 
     def close(self, mesh: Mesh) -> None:
         """Let a mesh's connections go (they close once their data is acknowledged)."""
@@ -141,18 +145,20 @@ class MrcTransport:
 
     name = "mrc"
 
-    def __init__(self, lab: str, hosts: Sequence[str], eps: dict[str, MrcEndpoint]) -> None:
-        self.lab, self.hosts, self.eps = lab, list(hosts), eps
-        self.paths = {h: LabPaths(lab, host=h) for h in hosts}
-        self.cookie = secrets.randbits(32)
+    def __init__(
+        self, lab: str, hosts: Sequence[str], eps: dict[str, MrcEndpoint], cookie: int
+    ) -> None:
+        self.lab, self.hosts, self.eps, self.cookie = lab, list(hosts), eps, cookie
+        self.ranks = frozenset(r for r, h in enumerate(self.hosts) if h in eps)
+        self.paths = {h: LabPaths(lab, host=h) for h in eps}
 
     async def mesh(self, pairs: Sequence[tuple[int, int]]) -> Mesh:
         mesh = Mesh()
         with trio.move_on_after(CONNECT_TIMEOUT_S) as scope:
             async with trio.open_nursery() as nursery:
-                for dst, count in _incoming(pairs).items():
+                for dst, count in _incoming(pairs, self.ranks).items():
                     nursery.start_soon(self._accept, self.hosts[dst], count, mesh)
-                for src, dst in pairs:
+                for src, dst in _outgoing(pairs, self.ranks):
                     a, b = self.hosts[src], self.hosts[dst]
                     handle = self.eps[a].connect(self.paths[a].paths_to(b))
                     handle.send(hello(self.cookie, src, dst))
@@ -177,12 +183,18 @@ class MrcTransport:
             link.handle.close()
 
 
-def _incoming(pairs: Sequence[tuple[int, int]]) -> dict[int, int]:
-    """dst rank -> how many pairs connect to it."""
+def _incoming(pairs: Sequence[tuple[int, int]], ranks: Set[int]) -> dict[int, int]:
+    """dst rank -> how many pairs connect to it, for the dst ranks in ``ranks``."""
     out: dict[int, int] = {}
     for _, dst in pairs:
-        out[dst] = out.get(dst, 0) + 1
+        if dst in ranks:
+            out[dst] = out.get(dst, 0) + 1
     return out
+
+
+def _outgoing(pairs: Sequence[tuple[int, int]], ranks: Set[int]) -> list[tuple[int, int]]:
+    """The pairs whose src rank is in ``ranks``."""
+    return [(src, dst) for src, dst in pairs if src in ranks]
 
 
 # -- TCP and MPTCP ---------------------------------------------------------------------------
@@ -232,20 +244,20 @@ class TcpTransport:
     """A listener per host; a socket per pair made in its sender's namespace."""
 
     def __init__(
-        self, lab: str, topo: Topology, hosts: Sequence[str], stream: Stream, nursery: trio.Nursery
-    ) -> None:
-        self.lab, self.topo, self.hosts, self.stream = lab, topo, list(hosts), stream
+        self, where: Placement, ranks: Set[int], stream: Stream, nursery: trio.Nursery,
+        cookie: int,
+    ) -> None:  # fmt: skip
+        self.lab, self.topo, self.hosts, self.stream = where.lab, where.topo, where.hosts, stream
+        self.ranks = frozenset(ranks)
         self.name = "mptcp" if stream.mptcp else "tcp"
         self.kind = BASELINES[self.name]
-        self.nursery = nursery
-        self.cookie = secrets.randbits(32)
+        self.nursery, self.cookie = nursery, cookie
         self.listeners: dict[int, trio.socket.SocketType] = {}
 
-    def listen(self, ranks: Sequence[int]) -> None:
-        """A listening socket in each rank's host (once per run)."""
-        for rank in ranks:
-            if rank in self.listeners:
-                continue
+    def listen(self) -> None:
+        """A listening socket in each of this process's ranks' hosts (once per run, before
+        any process connects)."""
+        for rank in sorted(self.ranks):
             with self._inside(rank):
                 sock = self.stream.open()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -261,13 +273,12 @@ class TcpTransport:
             yield
 
     async def mesh(self, pairs: Sequence[tuple[int, int]]) -> Mesh:
-        self.listen(sorted({dst for _, dst in pairs}))
         mesh = Mesh()
         with trio.move_on_after(CONNECT_TIMEOUT_S) as scope:
             async with trio.open_nursery() as nursery:
-                for dst, count in _incoming(pairs).items():
+                for dst, count in _incoming(pairs, self.ranks).items():
                     nursery.start_soon(self._accept, dst, count, mesh)
-                for src, dst in pairs:
+                for src, dst in _outgoing(pairs, self.ranks):
                     nursery.start_soon(self._connect, src, dst, mesh)
         if scope.cancelled_caught:
             raise RunFailed(
@@ -339,24 +350,27 @@ class Placement:
 
 @asynccontextmanager
 async def open_transport(
-    kind: str, where: Placement, seed: int | None = None
-) -> AsyncIterator[Transport]:
-    """The transport ``kind`` between the hosts for the duration of the block: MRC's
-    endpoints opened (and closed after), or TCP's listeners."""
+    kind: str, where: Placement, seed: int | None = None, ranks: Set[int] | None = None,
+    cookie: int | None = None,
+) -> AsyncIterator[Transport]:  # fmt: skip
+    """The transport ``kind`` at the hosts of ``ranks`` (default: every rank) for the
+    duration of the block: MRC's endpoints opened (and closed after), or TCP's listeners
+    listening. Every process of one run passes the same ``cookie``."""
+    mine = frozenset(range(len(where.hosts)) if ranks is None else ranks)
+    cookie = secrets.randbits(32) if cookie is None else cookie
     async with AsyncExitStack() as stack:
         if kind == "mrc":
-            eps = await _open_endpoints(where, seed, stack)
-            yield MrcTransport(where.lab, where.hosts, eps)
+            eps = await _open_endpoints(where, mine, seed, stack)
+            yield MrcTransport(where.lab, where.hosts, eps, cookie)
             for ep in eps.values():
                 await ep.aclose(0.5)
             return
         nursery = await stack.enter_async_context(trio.open_nursery())
         base = BASELINES[kind]
-        tcp = TcpTransport(
-            where.lab, where.topo, where.hosts, Stream(mptcp=base.mptcp, rehash=base.rehash),
-            nursery,
-        )  # fmt: skip
+        stream = Stream(mptcp=base.mptcp, rehash=base.rehash)
+        tcp = TcpTransport(where, mine, stream, nursery, cookie)
         try:
+            tcp.listen()
             yield tcp
         finally:
             tcp.close_listeners()
@@ -364,9 +378,10 @@ async def open_transport(
 
 
 async def _open_endpoints(
-    where: Placement, seed: int | None, stack: AsyncExitStack
+    where: Placement, ranks: Set[int], seed: int | None, stack: AsyncExitStack
 ) -> dict[str, MrcEndpoint]:
-    """An endpoint per host, each in its namespace, with the lab's rates (perf's Config)."""
+    """An endpoint per rank's host, each in its namespace, with the lab's rates (perf's
+    Config); rank i's random numbers seeded with seed + i."""
     from mrc_transport.io.endpoint import default_mss, in_netns
     from mrc_transport.perf.config import endpoint_config
     from mrc_transport.perf.options import PerfOptions
@@ -375,6 +390,8 @@ async def _open_endpoints(
         opts = PerfOptions(lab=where.lab, port=MRC_PORT, mss=default_mss("usid"))
     eps: dict[str, MrcEndpoint] = {}
     for i, host in enumerate(where.hosts):
+        if i not in ranks:
+            continue
         paths = LabPaths(where.lab, host=host)
         rng = random.Random(None if seed is None else seed + i)
         ep = open_endpoint(

@@ -1,5 +1,6 @@
-"""One iteration of a collective on a mesh: every rank a task in this trio loop, the
-iteration over when the last rank has its result (the barrier), then every byte checked.
+"""One iteration of a collective on a mesh: each rank this process serves a task in its trio
+loop, the iteration over when the last of them has its result, then every byte checked
+(collective/groups.py runs it in one process or several, the barrier across them).
 
 Theory of operation. A rank's buffer is split into n chunks and a chunk into slices of at
 most ``SLICE_BYTES`` (a slice is one MRC message). A ring rank queues its first step's
@@ -35,9 +36,14 @@ ITERATION_TIMEOUT_S = 120.0
 
 @dataclass
 class Buffers:
-    """The ranks' data: what each puts in and where its result builds up, allocated once
-    per size and filled anew for each iteration (``prepare``)."""
+    """The data of some of the ranks (those one process serves): what each puts in and where
+    its result builds up, allocated once per size and filled anew for each iteration
+    (``prepare``)."""
 
+    n: int
+    """Ranks in the collective, these and the others."""
+    ranks: tuple[int, ...]
+    """The ranks these buffers are for, in order."""
     sends: list[data.Array]
     """Each rank's contribution, which all-to-all sends its blocks from (a ring sends
     from its result buffer: none here)."""
@@ -45,18 +51,21 @@ class Buffers:
     """Each rank's result buffer."""
 
     @classmethod
-    def allocate(cls, alg: Algorithm, pattern: data.Array, n: int) -> Buffers:
-        sends = [] if alg.ring else [np.empty_like(pattern) for _ in range(n)]
-        return cls(sends, [np.empty_like(pattern) for _ in range(n)])
+    def allocate(
+        cls, alg: Algorithm, pattern: data.Array, n: int, ranks: Sequence[int] | None = None
+    ) -> Buffers:
+        mine = tuple(range(n) if ranks is None else ranks)
+        sends = [] if alg.ring else [np.empty_like(pattern) for _ in mine]
+        return cls(n, mine, sends, [np.empty_like(pattern) for _ in mine])
 
 
 def prepare(
     alg: Algorithm, pattern: data.Array, dtype: str, iteration: int, buffers: Buffers
 ) -> Buffers:
     """Every rank's buffers filled for ``iteration`` (collective/data.py ``start``)."""
-    for r, result in enumerate(buffers.results):
-        send = buffers.sends[r] if buffers.sends else None
-        data.start(alg.name, pattern, dtype, len(buffers.results), r, iteration, result, send)
+    for k, r in enumerate(buffers.ranks):
+        send = buffers.sends[k] if buffers.sends else None
+        data.start(alg.name, pattern, dtype, buffers.n, r, iteration, buffers.results[k], send)
     return buffers
 
 
@@ -64,10 +73,10 @@ def count_wrong(
     alg: Algorithm, pattern: data.Array, dtype: str, buffers: Buffers, iteration: int
 ) -> int:
     """Elements of every rank's result that differ from what it must be."""
-    n = len(buffers.results)
+    n = buffers.n
     wrong = 0
     same = data.expected(alg.name, pattern, dtype, n, 0, iteration) if alg.ring else None
-    for r, result in enumerate(buffers.results):
+    for r, result in zip(buffers.ranks, buffers.results, strict=True):
         want = (
             same if same is not None else data.expected(alg.name, pattern, dtype, n, r, iteration)
         )
@@ -87,19 +96,20 @@ def slices(chunk: int, chunk_bytes: int, slice_bytes: int = SLICE_BYTES) -> list
 async def iteration(
     alg: Algorithm, steps: Sequence[Step], mesh: Mesh, buffers: Buffers, slice_bytes: int
 ) -> tuple[float, float]:
-    """Run the collective once on every rank; the monotonic times of the first rank's start
-    and the last rank's end. RunFailed when it does not end within ITERATION_TIMEOUT_S."""
-    n = len(buffers.results)
-    chunk_bytes = buffers.results[0].nbytes // n
+    """Run the collective once on every rank of ``buffers`` (the mesh holds their links);
+    the monotonic times of their first start and their last end. RunFailed when it does
+    not end within ITERATION_TIMEOUT_S."""
+    chunk_bytes = buffers.results[0].nbytes // buffers.n
     t0 = time.monotonic()
     with trio.move_on_after(ITERATION_TIMEOUT_S) as scope:
         async with trio.open_nursery() as nursery:
-            for r in range(n):
+            for k, r in enumerate(buffers.ranks):
                 ring = _RingRank(r, steps, mesh, chunk_bytes, slice_bytes)
+                result = buffers.results[k]
                 if alg.ring:
-                    nursery.start_soon(ring.run, buffers.results[r])
+                    nursery.start_soon(ring.run, result)
                 else:
-                    nursery.start_soon(_alltoall_rank, ring, buffers.sends[r], buffers.results[r])
+                    nursery.start_soon(_alltoall_rank, ring, buffers.sends[k], result)
     if scope.cancelled_caught:
         raise RunFailed(f"an iteration did not end within {ITERATION_TIMEOUT_S:g} s")
     return t0, time.monotonic()

@@ -35,21 +35,16 @@ from functools import partial
 import trio
 
 from labs.faultkinds import Degrade, Fault, FaultLab, Flap, Restore, Unfail
-from mrc_transport.collective import bandwidth, data
-from mrc_transport.collective.algorithms import Algorithm, pairs
-from mrc_transport.collective.links import Mesh, Placement, Transport, open_transport
-from mrc_transport.collective.run import (
-    SLICE_BYTES,
-    Buffers,
-    count_wrong,
-    iteration,
-    prepare,
-)
+from mrc_transport.collective import bandwidth
+from mrc_transport.collective.algorithms import Algorithm
+from mrc_transport.collective.groups import GroupSpec, Ranks, open_ranks
+from mrc_transport.collective.links import Placement
+from mrc_transport.collective.run import SLICE_BYTES
 from mrc_transport.collective.steps import StepTime
 from mrc_transport.harness import linkload
 from mrc_transport.harness import schedule as sched
 from mrc_transport.harness.errors import HarnessError
-from mrc_transport.harness.machine import CpuUse, cpu_times, cpu_use
+from mrc_transport.harness.machine import CpuUse, cpu_times, cpu_use, with_workers
 from mrc_transport.harness.timeline import FaultWindow, pair_events
 
 DEFAULT_FAULTS = 9
@@ -85,6 +80,8 @@ class LoopConfig:
     """The most one MRC message (one TCP write) carries."""
     seed: int | None = None
     """The MRC endpoints' random numbers, for a repeatable run."""
+    procs: int = 1
+    """Processes serving the ranks (1: this one; collective/groups.py)."""
 
     @property
     def measures_paths(self) -> bool:
@@ -153,57 +150,55 @@ async def run_loop(cfg: LoopConfig, where: Placement, say: Callable[[str], None]
     before = cpu_times()
     worker = FaultWorker()
     await worker.run_sync(_ready)  # started now, not when the first fault is due
+    spec = GroupSpec(cfg.alg.name, where, (), cfg.transport, cfg.dtype, cfg.slice_bytes, cfg.seed)
     try:
-        await _run(cfg, where, say, res, worker)
+        async with open_ranks(spec, cfg.procs) as ranks:
+            await _run(cfg, where, say, res, worker, ranks)
     finally:
         worker.close()
-    res.cpu = cpu_use(before, cpu_times())
+    res.cpu = with_workers(cpu_use(before, cpu_times()), ranks.worker_cpu_s)
     res.faults = _faults(where.lab, res)
     return res
 
 
 async def _run(
     cfg: LoopConfig, where: Placement, say: Callable[[str], None], res: LoopResult,
-    worker: FaultWorker,
+    worker: FaultWorker, ranks: Ranks,
 ) -> None:  # fmt: skip
-    async with open_transport(cfg.transport, where, cfg.seed) as transport:
-        loop = _Loop(cfg, where, transport, say)
-        if not cfg.collide:
-            loop.mesh = await transport.mesh(pairs(loop.plan))
-        counted = partial(linkload.read_tx_counters, where.lab, _counted_nodes(where))
-        counts = await trio.to_thread.run_sync(counted) if cfg.measures_paths else {}
-        for i in range(cfg.warmup):
-            t0, t1, _ = await loop.step(i)
-            res.warmup_s.append(t1 - t0)
-        if cfg.measures_paths:
-            res.bindings = _bindings(cfg, where, counts, await trio.to_thread.run_sync(counted))
-        res.schedule = _schedule(cfg, where, res)
-        await _timed(loop, res, worker)
-        if loop.mesh is not None:
-            transport.close(loop.mesh)
+    loop = _Loop(cfg, where, ranks, say)
+    await ranks.size(cfg.size)
+    if not cfg.collide:
+        await ranks.mesh()
+    counted = partial(linkload.read_tx_counters, where.lab, _counted_nodes(where))
+    counts = await trio.to_thread.run_sync(counted) if cfg.measures_paths else {}
+    for i in range(cfg.warmup):
+        t0, t1, _ = await loop.step(i)
+        res.warmup_s.append(t1 - t0)
+    if cfg.measures_paths:
+        res.bindings = _bindings(cfg, where, counts, await trio.to_thread.run_sync(counted))
+    res.schedule = _schedule(cfg, where, res)
+    await _timed(loop, res, worker)
+    if not cfg.collide:
+        await ranks.unmesh()
 
 
 class _Loop:
     """The state a loop's steps share."""
 
     def __init__(
-        self, cfg: LoopConfig, where: Placement, transport: Transport, say: Callable[[str], None]
+        self, cfg: LoopConfig, where: Placement, ranks: Ranks, say: Callable[[str], None]
     ) -> None:
-        self.cfg, self.where, self.transport, self.say = cfg, where, transport, say
-        self.n = len(where.hosts)
-        self.plan = cfg.alg.schedule(self.n)
-        self.pattern = data.base(cfg.dtype, cfg.size // data.ELEMENT_BYTES)
-        self.buffers = Buffers.allocate(cfg.alg, self.pattern, self.n)
-        self.mesh: Mesh | None = None
+        self.cfg, self.where, self.ranks, self.say = cfg, where, ranks, say
 
     async def step(self, i: int) -> tuple[float, float, int]:
-        """Iteration i of the collective: its start, its end and its wrong elements."""
-        mesh = self.mesh or await self.transport.mesh(pairs(self.plan))
-        buffers = prepare(self.cfg.alg, self.pattern, self.cfg.dtype, i, self.buffers)
-        t0, t1 = await iteration(self.cfg.alg, self.plan, mesh, buffers, self.cfg.slice_bytes)
-        if mesh is not self.mesh:
-            self.transport.close(mesh)
-        return t0, t1, count_wrong(self.cfg.alg, self.pattern, self.cfg.dtype, buffers, i)
+        """Iteration i of the collective: its start, its end and its wrong elements (with
+        --collide, on connections made for it alone)."""
+        if self.cfg.collide:
+            await self.ranks.mesh()
+        t0, t1, wrong = await self.ranks.step(i)
+        if self.cfg.collide:
+            await self.ranks.unmesh()
+        return t0, t1, wrong
 
 
 class FaultWorker:

@@ -5,8 +5,9 @@ size, from -b to -e by -f, -w warm-up iterations and -n timed ones, each on fres
 (collective/data.py: a rank's contribution depends on the iteration), each followed by a
 check of every element of every rank's result. A row is the timed iterations' mean time,
 its algbw and busbw (collective/bandwidth.py) and the wrong elements of all iterations.
-The CPUs are sampled over the whole sweep (harness/machine.py): one process serves every
-rank, so a busy machine shows in the figures.
+The ranks are served by one process per CPU (collective/groups.py), ``procs`` in all; the
+CPUs are sampled over the whole sweep (harness/machine.py), so a busy machine shows in the
+figures.
 """
 
 from __future__ import annotations
@@ -16,22 +17,17 @@ from dataclasses import dataclass, field
 
 from labs.units import format_size
 from mrc_transport.collective import bandwidth, data, table
-from mrc_transport.collective.algorithms import Algorithm, pairs
-from mrc_transport.collective.links import Placement, open_transport
-from mrc_transport.collective.run import (
-    SLICE_BYTES,
-    Buffers,
-    count_wrong,
-    iteration,
-    prepare,
-)
+from mrc_transport.collective.algorithms import Algorithm
+from mrc_transport.collective.groups import GroupSpec, Ranks, open_ranks
+from mrc_transport.collective.links import Placement
+from mrc_transport.collective.run import SLICE_BYTES
 from mrc_transport.harness.errors import HarnessError
-from mrc_transport.harness.machine import CpuUse, cpu_times, cpu_use
+from mrc_transport.harness.machine import CpuUse, cpu_times, cpu_use, with_workers
 
 MAX_FACTOR = 1 << 10
 MAX_BUFFER_BYTES = 1 << 30
 """The most all ranks' buffers may hold together (each rank keeps its contribution and its
-result; every rank is in this process)."""
+result)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +50,14 @@ class SweepConfig:
     """The most one message (MRC) or write (TCP) carries."""
     seed: int | None = None
     """The MRC endpoints' random numbers (spraying), for a repeatable run."""
+    procs: int = 1
+    """Processes serving the ranks (1: this one; collective/groups.py)."""
+
+    def group(self, where: Placement) -> GroupSpec:
+        """What each process serves (its ranks filled in by ``open_ranks``)."""
+        return GroupSpec(
+            self.alg.name, where, (), self.transport, self.dtype, self.slice_bytes, self.seed
+        )
 
 
 @dataclass
@@ -104,7 +108,7 @@ def preamble(cfg: SweepConfig, where: Placement) -> list[str]:
     factor = sizes[1] // sizes[0] if len(sizes) > 1 else 2
     lines = [
         f"# mrc collective {cfg.alg.name} (nccl-tests' {cfg.alg.nccl}) over {cfg.transport}, "
-        f"lab {where.lab}: {len(where.hosts)} ranks, one process",
+        f"lab {where.lab}: {len(where.hosts)} ranks, {_processes(cfg.procs)}",
         f"# minBytes {sizes[0]} maxBytes {sizes[-1]} step: {factor}(factor) warmup iters: "
         f"{cfg.warmup} iters: {cfg.iters} validation: 1",
         "#",
@@ -115,35 +119,41 @@ def preamble(cfg: SweepConfig, where: Placement) -> list[str]:
     return [*lines, *table.header()]
 
 
+def _processes(procs: int) -> str:
+    return "one process" if procs == 1 else f"{procs} processes"
+
+
 async def run_sweep(cfg: SweepConfig, where: Placement, say: Callable[[str], None]) -> SweepResult:
     """The whole sweep; ``say`` gets each line of the table as it is known."""
     n = len(where.hosts)
-    steps = cfg.alg.schedule(n)
     out = SweepResult()
     fabric = bandwidth.Fabric.of(where.topo, where.hosts)
     out.ideal_busbw = bandwidth.ideal_busbw(cfg.alg, cfg.sizes[-1], n, fabric)
     for line in preamble(cfg, where):
         say(line)
     before = cpu_times()
-    async with open_transport(cfg.transport, where, cfg.seed) as transport:
-        mesh = await transport.mesh(pairs(steps))
+    async with open_ranks(cfg.group(where), cfg.procs) as ranks:
+        await ranks.mesh()
         for size in cfg.sizes:
-            pattern = data.base(cfg.dtype, size // data.ELEMENT_BYTES)
-            buffers = Buffers.allocate(cfg.alg, pattern, n)
-            seconds, wrong = 0.0, 0
-            for i in range(cfg.warmup + cfg.iters):
-                prepare(cfg.alg, pattern, cfg.dtype, i, buffers)
-                t0, t1 = await iteration(cfg.alg, steps, mesh, buffers, cfg.slice_bytes)
-                seconds += t1 - t0 if i >= cfg.warmup else 0.0
-                wrong += count_wrong(cfg.alg, pattern, cfg.dtype, buffers, i)
-            row = _row(cfg, size, n, seconds / cfg.iters, wrong)
+            row = await _size(cfg, ranks, size, n)
             out.rows.append(row)
             say(table.row_line(cfg.alg, row))
-        transport.close(mesh)
-    out.cpu = cpu_use(before, cpu_times())
+        await ranks.unmesh()
+    out.cpu = with_workers(cpu_use(before, cpu_times()), ranks.worker_cpu_s)
     for line in table.footer(out.rows, out.ideal_busbw):
         say(line)
     return out
+
+
+async def _size(cfg: SweepConfig, ranks: Ranks, size: int, n: int) -> table.Row:
+    """-w untimed then -n timed iterations of one size, every result checked."""
+    await ranks.size(size)
+    seconds, wrong = 0.0, 0
+    for i in range(cfg.warmup + cfg.iters):
+        t0, t1, bad = await ranks.step(i)
+        seconds += t1 - t0 if i >= cfg.warmup else 0.0
+        wrong += bad
+    return _row(cfg, size, n, seconds / cfg.iters, wrong)
 
 
 def _row(cfg: SweepConfig, size: int, n: int, seconds: float, wrong: int) -> table.Row:

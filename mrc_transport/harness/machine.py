@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ class CpuUse:
     """Share stolen by the hypervisor."""
     own: float = 0.0
     """Share this experiment's processes used (in ``busy``)."""
+    busiest: float | None = None
+    """Share the busiest of its worker processes used, when the work was split over
+    several (collective/groups.py); None: one process did it."""
 
     @property
     def cpu_bound(self) -> bool:
@@ -87,6 +91,7 @@ class CpuUse:
             "busy": round(self.busy, 3),
             "steal": round(self.steal, 3),
             "own": round(self.own, 3),
+            "busiest": None if self.busiest is None else round(self.busiest, 3),
             "cpu_bound": self.cpu_bound,
         }
 
@@ -101,6 +106,14 @@ def cpu_use(before: CpuTimes | None, after: CpuTimes | None) -> CpuUse | None:
         steal=(after.steal - before.steal) / total,
         own=(after.own - before.own) / total,
     )
+
+
+def with_workers(use: CpuUse | None, worker_cpu_s: Sequence[float]) -> CpuUse | None:
+    """``use`` with the busiest worker's share, given each worker's CPU seconds (none: the
+    work was done in this process)."""
+    if use is None or not worker_cpu_s:
+        return use
+    return replace(use, busiest=max(worker_cpu_s) / use.cpu_s)
 
 
 def machine_state() -> dict[str, Any]:
@@ -118,9 +131,11 @@ def machine_state() -> dict[str, Any]:
 
 
 def process_bound(use: CpuUse, cpus: int | None = None) -> bool:
-    """This process used CPU_BOUND of one core or more: a single-threaded loop (one trio
-    loop serving every rank) can go no faster, however idle the other CPUs are."""
-    return use.own * (cpus or os.cpu_count() or 1) >= CPU_BOUND
+    """This process (or the busiest of its workers) used CPU_BOUND of one core or more: a
+    single-threaded loop (a trio loop serving ranks) can go no faster, however idle the
+    other CPUs are."""
+    share = use.own if use.busiest is None else use.busiest
+    return share * (cpus or os.cpu_count() or 1) >= CPU_BOUND
 
 
 def cpu_line(use: CpuUse | None, cpus: int | None = None) -> str:
@@ -133,12 +148,17 @@ def cpu_line(use: CpuUse | None, cpus: int | None = None) -> str:
         why
         for why, hit in (
             ("the machine's CPUs were busy", use.cpu_bound),
-            ("this process had a whole core", process_bound(use, n)),
+            (f"{'a worker' if use.busiest else 'this process'} had a whole core",
+             process_bound(use, n)),
         )
         if hit
-    ]
+    ]  # fmt: skip
     verdict = f"CPU-bound ({' and '.join(bound)})" if bound else "not CPU-bound"
-    return (
-        f"CPU: {n} CPUs {100 * use.busy:.0f}% busy, this process {100 * use.own * n:.0f}% of "
-        f"one core, {100 * use.steal:.0f}% stolen: {verdict}"
-    )
+    whose = f"this process {100 * use.own * n:.0f}% of one core"
+    if use.busiest is not None:
+        whose = (
+            f"this process and its workers {100 * use.own * n:.0f}% of one core, "
+            f"the busiest worker {100 * use.busiest * n:.0f}%"
+        )
+    steal = f"{100 * use.steal:.0f}% stolen"
+    return f"CPU: {n} CPUs {100 * use.busy:.0f}% busy, {whose}, {steal}: {verdict}"

@@ -33,6 +33,7 @@ from labs.topology import Topology
 from mrc_transport.collective import bandwidth
 from mrc_transport.collective.algorithms import ALGORITHMS
 from mrc_transport.collective.figures import Series, cdf_png, timeline_png
+from mrc_transport.collective.groups import default_procs
 from mrc_transport.collective.steploop import LoopConfig
 from mrc_transport.collective.steps import (
     StepSummary,
@@ -43,7 +44,7 @@ from mrc_transport.collective.steps import (
 )
 from mrc_transport.harness.baselines import LABELS
 from mrc_transport.harness.linkload import PLACEHOLDERS
-from mrc_transport.harness.machine import process_bound
+from mrc_transport.harness.machine import CpuUse, process_bound
 from mrc_transport.harness.schedule import Step
 from mrc_transport.harness.timeline import FaultWindow
 from mrc_transport.repro.measure import first_fault
@@ -112,7 +113,7 @@ def plan(topo: Topology, k: Knobs) -> tuple[Run, ...]:
     for kind in TRANSPORTS:
         cfg = LoopConfig(
             ALGORITHMS["allreduce"], k.size, k.min_steps, k.warmup, transport=kind,
-            schedule=steps, until_s=until,
+            schedule=steps, until_s=until, procs=default_procs(len(topo.hosts)),
         )  # fmt: skip
         runs.append(Run(kind, (), until, steps, StepLoop(cfg, topo.hosts)))
     return tuple(runs)
@@ -165,8 +166,13 @@ def _numbers(topo: Topology, k: Knobs, res: RunResult) -> dict[str, Any]:
         "t1": _phase(res, "fail", s),
         "wrong": s.wrong,
         "process_bound": res.cpu is not None and process_bound(res.cpu),
-        "process_core_share": None if res.cpu is None else res.cpu.own * (os.cpu_count() or 1),
+        "process_core_share": None if res.cpu is None else _busiest(res.cpu),
     }
+
+
+def _busiest(cpu: CpuUse) -> float:
+    """The busiest rank process's share of one core."""
+    return (cpu.own if cpu.busiest is None else cpu.busiest) * (os.cpu_count() or 1)
 
 
 def measure(topo: Topology, k: Knobs, results: Sequence[RunResult]) -> Findings:
@@ -192,7 +198,7 @@ def _cpu(n: dict[str, Any]) -> str:
     share = n["process_core_share"]
     if share is None:
         return ""
-    return f"; this process had {100 * share:.0f}% of a core" + (
+    return f"; the busiest rank process had {100 * share:.0f}% of a core" + (
         " (CPU-bound)" if n["process_bound"] else ""
     )
 
