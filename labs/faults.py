@@ -170,6 +170,33 @@ def _admin_down(lab: str, node: str) -> set[str]:
     return {d["ifname"] for d in json.loads(out.stdout) if "UP" not in d.get("flags", [])}
 
 
+def _lost_neighbours(lab: str, node: str, dev: str) -> bool:
+    """node's dev has no permanent neighbour: admin down flushed what the plan added
+    (every link end has one), and with it the routes over the dev; still so after a bare
+    `link set up`, which re-adds neither."""
+    out = subprocess.run(
+        [
+            "ip",
+            "-6",
+            "-n",
+            namespace(lab, node),
+            "-j",
+            "neigh",
+            "show",
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise LabError(f"{node}: ip neigh show dev {dev}: {out.stderr.strip() or 'failed'}")
+    return not json.loads(out.stdout or "[]")
+
+
 def _without_devs(op: Op, down: set[str]) -> Op | None:
     """A multipath route without its nexthops over ``down`` (None: none left); any other
     op as it is."""
@@ -230,12 +257,18 @@ class Lab:
         return record(self.name, "cut", link.name, mode)
 
     def restore(self, link_name: str) -> Event:
-        """Undo cut (hard or gray) and degrade of a link; safe on a healthy link."""
+        """Undo cut (hard or gray) and degrade of a link; safe on a healthy link. Only a
+        hard cut (an end admin down) deleted anything to re-add (``_lost_neighbours``)
+        and then both ends are re-added whole; re-adding a live link's
+        qdisc, neighbours and routes disturbs its traffic (a training step that overlapped
+        a restore of a healthy link ran slow)."""
         link = self.topo.link(link_name)
+        deleted = any(_lost_neighbours(self.name, node, dev) for node, dev in _ends(link))
         for node, dev in _ends(link):
             _drop_chain(self.name, node, dev, "gray")
             _drop_chain(self.name, node, dev, "loss")
-            self.reapply(node, dev)  # "link set up" first, then what admin down deleted
+            if deleted:
+                self.reapply(node, dev)  # "link set up" first, then what admin down deleted
         return record(self.name, "restore", link.name, "up")
 
     def degrade(self, link_name: str, loss_pct: float) -> Event:

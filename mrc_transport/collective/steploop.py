@@ -115,6 +115,8 @@ class LoopResult:
     """The fabric's least time for one step."""
     cpu: CpuUse | None = None
     """The CPUs over the loop."""
+    worker_cpu_s: list[float] = field(default_factory=list)
+    """The CPU seconds of each process that served ranks (none: this one served them)."""
 
     @property
     def unplayed(self) -> list[sched.Step]:
@@ -156,7 +158,8 @@ async def run_loop(cfg: LoopConfig, where: Placement, say: Callable[[str], None]
             await _run(cfg, where, say, res, worker, ranks)
     finally:
         worker.close()
-    res.cpu = with_workers(cpu_use(before, cpu_times()), ranks.worker_cpu_s)
+    res.worker_cpu_s = ranks.worker_cpu_s
+    res.cpu = with_workers(cpu_use(before, cpu_times()), res.worker_cpu_s)
     res.faults = _faults(where.lab, res)
     return res
 

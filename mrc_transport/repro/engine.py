@@ -161,7 +161,7 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
 
     from labs.faults import read_events
     from mrc_transport.harness.errors import unwrap
-    from mrc_transport.harness.machine import cpu_times, cpu_use
+    from mrc_transport.harness.machine import cpu_times, cpu_use, with_workers
     from mrc_transport.harness.pauses import PauseWatch
     from mrc_transport.harness.schedule import label_flaps
 
@@ -175,7 +175,8 @@ def play(run: Run, cfg: ReproConfig, lab: str, children: Children) -> RunResult:
                 trio.run(_play, run, cfg, lab, children, res)
     except BaseExceptionGroup as group:
         raise unwrap(group) from None
-    res.cpu = cpu_use(before, cpu_times())
+    workers = res.loop.worker_cpu_s if res.loop is not None else []
+    res.cpu = with_workers(cpu_use(before, cpu_times()), workers)
     res.pauses = watch.pauses
     if run.loop is not None:  # the loop paired its own faults
         return res
