@@ -156,6 +156,9 @@ class WorkerGroup:
         self._proc = spawn.Process(target=_serve, args=(theirs, spec), name=name, daemon=True)
         self._proc.start()
         theirs.close()
+        self._seq = 0
+        """The last command's number (the open is 0): its answer is the one awaited, an
+        earlier one's (a call cancelled mid-way, a Ctrl-C) is read and dropped."""
 
     async def open(self) -> None:
         await self._answer()  # the worker opens as it starts and says when it has
@@ -177,19 +180,24 @@ class WorkerGroup:
         return float(t0), float(t1), int(wrong)
 
     async def _call(self, cmd: str, *args: Any) -> Any:
+        self._seq += 1
         try:
-            self._conn.send((cmd, args))
+            self._conn.send((self._seq, cmd, args))
         except OSError:
             raise RunFailed(self._gone()) from None
         return await self._answer()
 
     async def _answer(self) -> Any:
-        while not self._conn.poll():
-            await trio.lowlevel.wait_readable(self._conn.fileno())
-        try:
-            status, value = self._conn.recv()
-        except (EOFError, OSError):
-            raise RunFailed(self._gone()) from None
+        """The answer to command ``_seq``: its value, or RunFailed with the worker's line."""
+        while True:
+            while not self._conn.poll():
+                await trio.lowlevel.wait_readable(self._conn.fileno())
+            try:
+                seq, status, value = self._conn.recv()
+            except (EOFError, OSError):
+                raise RunFailed(self._gone()) from None
+            if seq == self._seq:
+                break
         if status != "ok":
             raise RunFailed(str(value))
         return value
@@ -233,38 +241,40 @@ def _serve(conn: Connection, spec: GroupSpec) -> None:
 async def _serve_commands(conn: Connection, spec: GroupSpec) -> None:
     """Open, answer, then each command in turn until close (or the parent's end of the
     pipe closes); a failure is answered with its one line and ends the worker."""
+    seq = 0
     try:
         async with LocalGroup(spec).opened() as group:
-            conn.send(("ok", None))
-            while (cmd := await _command(conn)) is not None and cmd[0] != "close":
-                name, args = cmd
-                conn.send(("ok", await getattr(group, name)(*args)))
+            conn.send((seq, "ok", None))
+            while (cmd := await _command(conn)) is not None and cmd[1] != "close":
+                seq, name, args = cmd
+                conn.send((seq, "ok", await getattr(group, name)(*args)))
         if cmd is not None:
             t = os.times()
-            conn.send(("ok", t.user + t.system))
+            conn.send((cmd[0], "ok", t.user + t.system))
     except BaseException as exc:
-        _tell_failure(conn, exc)
+        _tell_failure(conn, seq, exc)
 
 
-async def _command(conn: Connection) -> tuple[str, tuple[Any, ...]] | None:
-    """The parent's next command; None when it has closed its end."""
+async def _command(conn: Connection) -> tuple[int, str, tuple[Any, ...]] | None:
+    """The parent's next command (number, name, arguments); None when it has closed its
+    end."""
     while not conn.poll():
         await trio.lowlevel.wait_readable(conn.fileno())
     try:
-        cmd: tuple[str, tuple[Any, ...]] = conn.recv()
+        cmd: tuple[int, str, tuple[Any, ...]] = conn.recv()
     except EOFError:
         return None
     return cmd
 
 
-def _tell_failure(conn: Connection, exc: BaseException) -> None:
+def _tell_failure(conn: Connection, seq: int, exc: BaseException) -> None:
     from mrc_transport.harness.errors import unwrap
 
     if isinstance(exc, BaseExceptionGroup):
         exc = unwrap(exc)
     line = str(exc) if isinstance(exc, RunFailed | OSError) else f"{type(exc).__name__}: {exc}"
     with suppress(OSError):
-        conn.send(("failed", line))
+        conn.send((seq, "failed", line))
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -51,10 +51,10 @@ def test_a_sweep_prints_nccl_tests_table_every_result_checked(
     lab: str, name: str, transport: str, dtype: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["collective", name, "--lab", lab, "-b", "64K", "-e", "256K", "-f", "4", "-n", "2"]
-    rc = main([*argv, "-w", "1", "-d", dtype, "--transport", transport])
+    rc = main([*argv, "-w", "1", "-d", dtype, "--transport", transport, "--procs", "2"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert f"over {transport}, lab {lab}: 4 ranks" in out
+    assert f"over {transport}, lab {lab}: 4 ranks, 2 processes" in out
     found = rows(out)
     assert [r[0] for r in found] == [65536, 262144]
     divisor = 1 if name == "allreduce" else 4  # a rank's part for all-gather, all-to-all
@@ -84,10 +84,13 @@ def test_two_hosts_of_the_lab_are_a_ring_of_two(
             "8K",
             "-n",
             "1",
+            "--procs",
+            "1",
         ]
     )
     out = capsys.readouterr().out
     assert rc == 0, out
+    assert ": 2 ranks, one process" in out  # every rank in this process's loop
     assert "#  Rank  0 on   h3 (rack 1)" in out
     assert [r[0] for r in rows(out)] == [8192]
 
@@ -155,6 +158,8 @@ def test_an_unfinished_fault_is_undone_when_the_loop_ends(lab: str, tmp_path: Pa
         (["--steps", "2", "--schedule", "nope.yaml"], ["nope.yaml"]),
         (["--steps", "2", "--hosts", "h0,h1"], ["every host is in rack 0"]),
         (["--steps", "2", "-w", "0"], ["-w 1 or more"]),
+        (["--procs", "5"], ["--procs must be 1 to 4"]),
+        (["--procs", "0"], ["--procs must be 1 to 4"]),
     ],
 )
 def test_bad_input_on_a_lab_is_one_line(
@@ -191,7 +196,7 @@ def test_ctrl_c_mid_loop_leaves_the_lab_whole(lab: str, tmp_path: Path) -> None:
             break
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
-    assert child.returncode == 130
+    assert child.returncode == 130, err
     assert "Traceback" not in err, err
     last = read_events(lab)[-1]
     assert (last["kind"], last["target"]) == ("restore", "t0-p0-0:t1-p0-0")
