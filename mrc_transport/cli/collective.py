@@ -187,15 +187,20 @@ def _guarded(work: Any) -> int:
     import trio
 
     from labs.errors import LabError
-    from mrc_transport.collective.errors import RunFailed
+    from mrc_transport.collective.errors import RunFailed, first_leaf
     from mrc_transport.harness.errors import HarnessError, unwrap
 
+    failures = (RunFailed, OSError, trio.TooSlowError)
     try:
         try:
             return int(work())
         except BaseExceptionGroup as group:
-            raise unwrap(group) from None
-    except (RunFailed, OSError, trio.TooSlowError) as exc:
+            hit = unwrap(group)
+            if isinstance(hit, BaseExceptionGroup):  # the first failure of a rank's task
+                failed, _ = hit.split(failures)
+                hit = first_leaf(failed) if failed is not None else hit
+            raise hit from None
+    except failures as exc:
         print(f"mrc collective: error: {exc}", file=sys.stderr)
         return 1
     except (HarnessError, LabError) as exc:

@@ -37,7 +37,7 @@ import trio
 
 from mrc_transport.collective import data
 from mrc_transport.collective.algorithms import ALGORITHMS, pairs
-from mrc_transport.collective.errors import RunFailed
+from mrc_transport.collective.errors import RunFailed, first_leaf
 from mrc_transport.collective.links import Mesh, Placement, Transport, open_transport
 from mrc_transport.collective.run import SLICE_BYTES, Buffers, count_wrong, iteration, prepare
 
@@ -268,19 +268,12 @@ async def _command(conn: Connection) -> tuple[int, str, tuple[Any, ...]] | None:
 
 
 def _tell_failure(conn: Connection, seq: int, exc: BaseException) -> None:
-    from mrc_transport.harness.errors import unwrap
-
+    """The parent's answer to command ``seq``: the failure's one line."""
     if isinstance(exc, BaseExceptionGroup):
-        exc = unwrap(exc)
+        exc = first_leaf(exc)
     line = str(exc) if isinstance(exc, RunFailed | OSError) else f"{type(exc).__name__}: {exc}"
     with suppress(OSError):
         conn.send((seq, "failed", line))
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    """A group's first leaf (the failure a user sees: one line)."""
-    first = group.exceptions[0]
-    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 class Ranks:
@@ -306,7 +299,7 @@ class Ranks:
             failed, rest = group.split(RunFailed)
             if failed is None or rest is not None:
                 raise
-            raise _first(failed) from None
+            raise first_leaf(failed) from None
         return out
 
     async def mesh(self) -> None:

@@ -200,3 +200,30 @@ def test_ctrl_c_mid_loop_leaves_the_lab_whole(lab: str, tmp_path: Path) -> None:
     assert "Traceback" not in err, err
     last = read_events(lab)[-1]
     assert (last["kind"], last["target"]) == ("restore", "t0-p0-0:t1-p0-0")
+
+
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_a_port_in_use_at_a_rank_is_one_line(
+    lab: str, procs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rank's endpoint cannot bind (its port taken in its host): exit 1, one line, whether
+    this process serves the rank or a worker does."""
+    import socket
+
+    from labs.netns import entered
+    from labs.topology import namespace
+    from mrc_transport.collective.links import MRC_PORT
+
+    with entered(namespace(lab, "h2")):
+        taken = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    with taken:
+        taken.bind(("::", MRC_PORT))
+        capsys.readouterr()
+        rc = main(
+            ["collective", "allreduce", "--lab", lab, "-b", "8K", "-e", "8K", "--procs", procs]
+        )
+        err = capsys.readouterr().err
+    assert rc == 1, err
+    assert err.count("\n") == 1, err
+    assert err.startswith("mrc collective: error: "), err
+    assert "Address already in use" in err, err
