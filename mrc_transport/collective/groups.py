@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import secrets
 import signal
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -36,7 +37,7 @@ from typing import Any, Protocol
 import trio
 
 from mrc_transport.collective import data
-from mrc_transport.collective.algorithms import ALGORITHMS, pairs
+from mrc_transport.collective.algorithms import ALGORITHMS, Algorithm, pairs
 from mrc_transport.collective.errors import RunFailed, first_leaf
 from mrc_transport.collective.links import Mesh, Placement, Transport, open_transport
 from mrc_transport.collective.run import SLICE_BYTES, Buffers, count_wrong, iteration, prepare
@@ -80,8 +81,29 @@ class GroupSpec:
     """The run's cookie, the same in every group (links.py ``HELLO``)."""
 
 
+class RankWork(Protocol):
+    """A sweep's or a loop's config: what every group is told."""
+
+    @property
+    def alg(self) -> Algorithm: ...
+    @property
+    def transport(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def slice_bytes(self) -> int: ...
+    @property
+    def seed(self) -> int | None: ...
+
+
+def spec_for(cfg: RankWork, where: Placement) -> GroupSpec:
+    """The groups' spec of a sweep or a loop (each group's ranks filled in by
+    ``open_ranks``)."""
+    return GroupSpec(cfg.alg.name, where, (), cfg.transport, cfg.dtype, cfg.slice_bytes, cfg.seed)
+
+
 class Group(Protocol):
-    """Some of the ranks, wherever they are served (open)."""
+    """Some of the ranks, open, wherever they are served."""
 
     async def mesh(self) -> None: ...
     async def unmesh(self) -> None: ...
@@ -284,8 +306,9 @@ class Ranks:
         self.worker_cpu_s: list[float] = []
         """The workers' CPU seconds, known once they have closed."""
 
-    async def _all(self, name: str, *args: Any) -> list[Any]:
-        """``name(*args)`` in every group at once; their answers in order."""
+    async def each(self, name: str, *args: Any) -> list[Any]:
+        """``name(*args)`` in every group at once; their answers in order (the first
+        failure, one RunFailed, when a group fails)."""
         out: list[Any] = [None] * len(self.groups)
 
         async def one(k: int) -> None:
@@ -304,19 +327,19 @@ class Ranks:
 
     async def mesh(self) -> None:
         """Every group's links up."""
-        await self._all("mesh")
+        await self.each("mesh")
 
     async def unmesh(self) -> None:
-        await self._all("unmesh")
+        await self.each("unmesh")
 
     async def size(self, size: int) -> None:
-        await self._all("size", size)
+        await self.each("size", size)
 
     async def step(self, i: int) -> tuple[float, float, int]:
         """Step i: every rank prepared, then every rank run; the first start, the last end
         and the wrong elements of all."""
-        await self._all("prepare", i)
-        got: list[tuple[float, float, int]] = await self._all("run", i)
+        await self.each("prepare", i)
+        got: list[tuple[float, float, int]] = await self.each("run", i)
         return min(g[0] for g in got), max(g[1] for g in got), sum(g[2] for g in got)
 
 
@@ -324,7 +347,7 @@ class Ranks:
 async def open_ranks(spec: GroupSpec, procs: int) -> AsyncIterator[Ranks]:
     """The ranks of ``spec.where`` split over ``procs`` processes (1: this one), every group
     open, for the duration of the block; closed (the workers reaped) after, even on error."""
-    spec = replace(spec, cookie=spec.cookie or int.from_bytes(os.urandom(4), "big"))
+    spec = replace(spec, cookie=spec.cookie or secrets.randbits(32))
     n = len(spec.where.hosts)
     if procs == 1:
         async with LocalGroup(replace(spec, ranks=tuple(range(n)))).opened() as group:
@@ -333,7 +356,7 @@ async def open_ranks(spec: GroupSpec, procs: int) -> AsyncIterator[Ranks]:
     workers = [WorkerGroup(replace(spec, ranks=r)) for r in split(n, procs)]
     ranks = Ranks(workers)
     try:
-        await ranks._all("open")
+        await ranks.each("open")  # each worker opens as it starts
         yield ranks
     finally:
         with trio.CancelScope(shield=True):

@@ -37,7 +37,7 @@ import trio
 from labs.faultkinds import Degrade, Fault, FaultLab, Flap, Restore, Unfail
 from mrc_transport.collective import bandwidth
 from mrc_transport.collective.algorithms import Algorithm
-from mrc_transport.collective.groups import GroupSpec, Ranks, open_ranks
+from mrc_transport.collective.groups import Ranks, open_ranks, spec_for
 from mrc_transport.collective.links import Placement
 from mrc_transport.collective.run import SLICE_BYTES
 from mrc_transport.collective.steps import StepTime
@@ -152,9 +152,8 @@ async def run_loop(cfg: LoopConfig, where: Placement, say: Callable[[str], None]
     before = cpu_times()
     worker = FaultWorker()
     await worker.run_sync(_ready)  # started now, not when the first fault is due
-    spec = GroupSpec(cfg.alg.name, where, (), cfg.transport, cfg.dtype, cfg.slice_bytes, cfg.seed)
     try:
-        async with open_ranks(spec, cfg.procs) as ranks:
+        async with open_ranks(spec_for(cfg, where), cfg.procs) as ranks:
             await _run(cfg, where, say, res, worker, ranks)
     finally:
         worker.close()

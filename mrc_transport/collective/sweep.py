@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from labs.units import format_size
 from mrc_transport.collective import bandwidth, data, table
 from mrc_transport.collective.algorithms import Algorithm
-from mrc_transport.collective.groups import GroupSpec, Ranks, open_ranks
+from mrc_transport.collective.groups import Ranks, open_ranks, spec_for
 from mrc_transport.collective.links import Placement
 from mrc_transport.collective.run import SLICE_BYTES
 from mrc_transport.harness.errors import HarnessError
@@ -52,12 +52,6 @@ class SweepConfig:
     """The MRC endpoints' random numbers (spraying), for a repeatable run."""
     procs: int = 1
     """Processes serving the ranks (1: this one; collective/groups.py)."""
-
-    def group(self, where: Placement) -> GroupSpec:
-        """What each process serves (its ranks filled in by ``open_ranks``)."""
-        return GroupSpec(
-            self.alg.name, where, (), self.transport, self.dtype, self.slice_bytes, self.seed
-        )
 
 
 @dataclass
@@ -132,7 +126,7 @@ async def run_sweep(cfg: SweepConfig, where: Placement, say: Callable[[str], Non
     for line in preamble(cfg, where):
         say(line)
     before = cpu_times()
-    async with open_ranks(cfg.group(where), cfg.procs) as ranks:
+    async with open_ranks(spec_for(cfg, where), cfg.procs) as ranks:
         await ranks.mesh()
         for size in cfg.sizes:
             row = await _size(cfg, ranks, size, n)
