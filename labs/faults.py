@@ -157,44 +157,31 @@ def _loss_lines(dev: str, per_million: int) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _admin_down(lab: str, node: str) -> set[str]:
-    """node's devices that are administratively down (a hard cut's lower end)."""
+def _ip_json(lab: str, node: str, *args: str) -> list[dict[str, Any]]:
+    """`ip -j ARGS` in node's namespace, parsed; LabError when it fails."""
     out = subprocess.run(
-        ["ip", "-n", namespace(lab, node), "-j", "link", "show"],
+        ["ip", "-n", namespace(lab, node), "-j", *args],
         capture_output=True,
         text=True,
         check=False,
     )
     if out.returncode != 0:
-        raise LabError(f"{node}: ip link show: {out.stderr.strip() or 'failed'}")
-    return {d["ifname"] for d in json.loads(out.stdout) if "UP" not in d.get("flags", [])}
+        raise LabError(f"{node}: ip {' '.join(args)}: {out.stderr.strip() or 'failed'}")
+    got: list[dict[str, Any]] = json.loads(out.stdout or "[]")
+    return got
+
+
+def _admin_down(lab: str, node: str) -> set[str]:
+    """node's devices that are administratively down (a hard cut's lower end)."""
+    links = _ip_json(lab, node, "link", "show")
+    return {d["ifname"] for d in links if "UP" not in d.get("flags", [])}
 
 
 def _lost_neighbours(lab: str, node: str, dev: str) -> bool:
     """node's dev has no permanent neighbour: admin down flushed what the plan added
     (every link end has one), and with it the routes over the dev; still so after a bare
     `link set up`, which re-adds neither."""
-    out = subprocess.run(
-        [
-            "ip",
-            "-6",
-            "-n",
-            namespace(lab, node),
-            "-j",
-            "neigh",
-            "show",
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise LabError(f"{node}: ip neigh show dev {dev}: {out.stderr.strip() or 'failed'}")
-    return not json.loads(out.stdout or "[]")
+    return not _ip_json(lab, node, "-6", "neigh", "show", "dev", dev, "nud", "permanent")
 
 
 def _without_devs(op: Op, down: set[str]) -> Op | None:
