@@ -206,7 +206,7 @@ class WorkerGroup:
         try:
             self._conn.send((self._seq, cmd, args))
         except OSError:
-            raise RunFailed(self._gone()) from None
+            raise await self._gone() from None
         return await self._answer()
 
     async def _answer(self) -> Any:
@@ -217,16 +217,17 @@ class WorkerGroup:
             try:
                 seq, status, value = self._conn.recv()
             except (EOFError, OSError):
-                raise RunFailed(self._gone()) from None
+                raise await self._gone() from None
             if seq == self._seq:
                 break
         if status != "ok":
             raise RunFailed(str(value))
         return value
 
-    def _gone(self) -> str:
-        self._proc.join(1.0)
-        return (
+    async def _gone(self) -> RunFailed:
+        """The worker's pipe broke: it ended (reaped in a thread: the loop serves on)."""
+        await trio.to_thread.run_sync(self._proc.join, 1.0)
+        return RunFailed(
             f"the process serving ranks {_span(self.spec.ranks)} ended "
             f"(exit code {self._proc.exitcode})"
         )

@@ -121,7 +121,9 @@ class MrcEndpoint:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
         if moderation not in MODERATIONS:
-            raise ValueError(f"moderation must be one of {', '.join(MODERATIONS)}")
+            raise ValueError(
+                f"moderation must be one of {', '.join(MODERATIONS)}, not {moderation!r}"
+            )
         self.paced_moderation = moderation == "paced"
         """Whether the loop moderates paced rates too when it only receives (tuning.py)."""
         cfg = io_config(cfg)
